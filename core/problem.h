@@ -1,0 +1,70 @@
+// Problem: one transpose request, independent of any device or kernel.
+//
+// A problem transposes `batch` row-major matrices of `rows` x `cols` elements of `dtype` into
+// `batch` row-major matrices of `cols` x `rows`. Input row i starts at element i * ld_in of its
+// matrix (ld_in >= cols, 0 means dense = cols); output row j starts at j * ld_out (ld_out >= rows,
+// 0 means dense = rows). Matrix b of the input starts at b * rows * ld_in, of the output at
+// b * cols * ld_out. Only the element size matters to the kernels; the dtype is kept for the
+// cache key and for humans. Plain value type; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace transposed {
+
+enum class DType { kF16, kBF16, kF32, kF64, kI8, kU8, kI16, kI32, kI64, kC64, kC128 };
+
+// "f16", "bf16", "f32", "f64", "i8", "u8", "i16", "i32", "i64", "c64", "c128".
+std::string_view DTypeName(DType t);
+// Accepts the names above (case-insensitive) and a few aliases ("float32", "half", "int8"...).
+std::optional<DType> ParseDType(std::string_view name);
+// Bytes per element: 1, 2, 4, 8 or 16.
+int DTypeSize(DType t);
+const std::vector<DType>& AllDTypes();
+
+struct Problem {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t batch = 1;
+  DType dtype = DType::kF32;
+  int64_t ld_in = 0;   // 0: dense (cols)
+  int64_t ld_out = 0;  // 0: dense (rows)
+
+  int elem_size() const { return DTypeSize(dtype); }
+  int64_t in_ld() const { return ld_in ? ld_in : cols; }
+  int64_t out_ld() const { return ld_out ? ld_out : rows; }
+  int64_t elements() const { return batch * rows * cols; }
+  // Bytes of the matrix proper (what a transpose must read, and write): batch*rows*cols*esize.
+  int64_t bytes() const { return elements() * elem_size(); }
+  // Footprint of the input and output buffers including leading-dimension gaps, in bytes.
+  int64_t in_alloc_bytes() const;
+  int64_t out_alloc_bytes() const;
+  bool dense() const { return in_ld() == cols && out_ld() == rows; }
+
+  // Dense leading dimensions written as 0, so that equivalent problems share a cache key.
+  Problem Normalized() const;
+  // Stable cache key, e.g. "4096x4096.b1.f32.ldi0.ldo0" (of the normalized problem).
+  std::string Key() const;
+  // Human-readable, e.g. "4096x4096 f32" or "256x512x384 f16 ld_in=400".
+  std::string ToString() const;
+
+  bool operator==(const Problem& o) const;
+};
+
+// Checks fields one by one and names the first bad field in the message:
+// rows/cols/batch must be >= 1; ld_in must be 0 or >= cols; ld_out 0 or >= rows; element counts
+// and byte counts must not overflow int64 (INVALID_ARGUMENT). If device_memory_bytes > 0, the
+// input plus output buffers must fit in it (RESOURCE_EXHAUSTED).
+Status ValidateProblem(const Problem& p, uint64_t device_memory_bytes = 0);
+
+// Effective bandwidth in GB/s (1e9 B/s) of moving `bytes` in and out once in `seconds`:
+// 2 * bytes / seconds / 1e9.
+double EffectiveGBps(int64_t bytes, double seconds);
+
+}  // namespace transposed

@@ -1,0 +1,88 @@
+#include "core/problem.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace transposed {
+namespace {
+
+Problem P(int64_t r, int64_t c, DType t = DType::kF32) {
+  Problem p;
+  p.rows = r;
+  p.cols = c;
+  p.dtype = t;
+  return p;
+}
+
+TEST(DType, NamesRoundTripAndSizes) {
+  for (DType t : AllDTypes()) {
+    auto parsed = ParseDType(DTypeName(t));
+    ASSERT_TRUE(parsed.has_value()) << DTypeName(t);
+    EXPECT_EQ(*parsed, t);
+  }
+  EXPECT_EQ(AllDTypes().size(), 11u);
+  EXPECT_EQ(DTypeSize(DType::kI8), 1);
+  EXPECT_EQ(DTypeSize(DType::kBF16), 2);
+  EXPECT_EQ(DTypeSize(DType::kF32), 4);
+  EXPECT_EQ(DTypeSize(DType::kC64), 8);
+  EXPECT_EQ(DTypeSize(DType::kC128), 16);
+  EXPECT_EQ(ParseDType("FLOAT32"), DType::kF32);
+  EXPECT_FALSE(ParseDType("f24").has_value());
+  EXPECT_FALSE(ParseDType("").has_value());
+}
+
+TEST(Problem, KeyNormalizesDenseLeadingDimensions) {
+  Problem a = P(31, 33);
+  Problem b = a;
+  b.ld_in = 33;
+  b.ld_out = 31;
+  EXPECT_EQ(a.Key(), b.Key());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.Key(), "31x33.b1.f32.ldi0.ldo0");
+  b.ld_in = 40;
+  EXPECT_NE(a.Key(), b.Key());
+  EXPECT_EQ(b.ToString(), "31x33 f32 ld_in=40");
+}
+
+TEST(Problem, AllocBytesIncludeStrideGaps) {
+  Problem p = P(3, 5, DType::kF16);
+  EXPECT_EQ(p.bytes(), 3 * 5 * 2);
+  EXPECT_EQ(p.in_alloc_bytes(), 3 * 5 * 2);
+  p.ld_in = 8;
+  p.ld_out = 4;
+  EXPECT_EQ(p.in_alloc_bytes(), (2 * 8 + 5) * 2);
+  EXPECT_EQ(p.out_alloc_bytes(), (4 * 4 + 3) * 2);
+  p.batch = 2;
+  EXPECT_EQ(p.in_alloc_bytes(), (5 * 8 + 5) * 2);
+}
+
+TEST(Validate, NamesTheField) {
+  auto expect_bad = [](const Problem& p, const std::string& field, StatusCode code) {
+    Status s = ValidateProblem(p, 1ull << 30);
+    EXPECT_EQ(s.code(), code) << s.ToString();
+    EXPECT_EQ(s.message().rfind(field, 0), 0u) << s.ToString();
+  };
+  EXPECT_TRUE(ValidateProblem(P(1, 1)).ok());
+  expect_bad(P(0, 5), "rows", StatusCode::kInvalidArgument);
+  expect_bad(P(5, -1), "cols", StatusCode::kInvalidArgument);
+  Problem p = P(4, 4);
+  p.batch = 0;
+  expect_bad(p, "batch", StatusCode::kInvalidArgument);
+  p = P(4, 4);
+  p.ld_in = 3;
+  expect_bad(p, "ld_in", StatusCode::kInvalidArgument);
+  p = P(4, 4);
+  p.ld_out = 2;
+  expect_bad(p, "ld_out", StatusCode::kInvalidArgument);
+  expect_bad(P(std::numeric_limits<int64_t>::max() / 2, 4), "rows", StatusCode::kInvalidArgument);
+  expect_bad(P(1 << 20, 1 << 20), "rows", StatusCode::kResourceExhausted);
+}
+
+TEST(Bandwidth, CountsReadPlusWrite) {
+  EXPECT_DOUBLE_EQ(EffectiveGBps(1'000'000'000, 1.0), 2.0);
+  EXPECT_EQ(EffectiveGBps(100, 0), 0);
+}
+
+}  // namespace
+}  // namespace transposed

@@ -1,0 +1,64 @@
+// The tuner: given a Backend and a Problem, find the fastest valid candidate.
+//
+// Search: every candidate is checked bit-exact, then given a quick measurement; the leaders are
+// then re-measured side by side with longer measurements, and the best median wins. A time
+// budget bounds the whole tune; candidates not reached within it are recorded as skipped.
+// The copy ceiling is measured in the same run, so every result carries its share of it.
+//
+// Thread-safety: RunTune is reentrant, but the caller must not run two tunes on one device at
+// once (measurements must not overlap); the daemon serialises tunes per device.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/problem.h"
+#include "core/status.h"
+#include "tuner/backend.h"
+
+namespace transposed {
+
+struct TuneOptions {
+  double budget_seconds = 20.0;   // wall-time budget of one tune
+  bool exhaustive = false;        // long-measure every candidate (validation of the search)
+  MeasureOptions quick{1, 3, 0.002, 50};     // first pass over all candidates
+  MeasureOptions final{3, 15, 0.03, 2000};   // side-by-side re-measure of the leaders
+  int finalists = 4;              // how many leaders the final pass re-measures
+  double finalist_margin = 0.15;  // ...plus any within this fraction of the quick-pass best
+};
+
+struct CandidateResult {
+  Candidate candidate;
+  Measurement measurement;
+  std::string phase;  // "check" (failed its check), "quick", "final", "skipped"
+};
+
+struct TuneResult {
+  Problem problem;
+  DeviceInfo device;
+  Candidate best;
+  Measurement best_measurement;
+  Measurement ceiling;
+  std::vector<CandidateResult> candidates;  // every candidate's last result
+  int tried = 0;
+  int valid = 0;
+  double tune_seconds = 0;
+  int64_t tuned_at_unix_ms = 0;
+
+  double gbps() const { return EffectiveGBps(problem.bytes(), best_measurement.median_s); }
+  double ceiling_gbps() const { return EffectiveGBps(problem.bytes(), ceiling.median_s); }
+};
+
+// Called once per candidate result as it completes: (result, 1-based index, quick-pass total).
+using ProgressFn = std::function<void(const CandidateResult&, int, int)>;
+
+// Runs a tune. Errors: whatever Backend::Open returns (e.g. RESOURCE_EXHAUSTED); NOT_FOUND
+// ("no valid candidate") if every candidate failed; CANCELLED if *cancel became true.
+StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const TuneOptions& options,
+                             const ProgressFn& progress = nullptr,
+                             const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace transposed
