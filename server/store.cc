@@ -132,8 +132,8 @@ class Stmt {
   }
 
   Status Bind(int i, const std::string& v) {
-    return Check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()),
-                                   SQLITE_TRANSIENT));
+    return Check(
+        sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
   }
   Status Bind(int i, int64_t v) { return Check(sqlite3_bind_int64(stmt_, i, v)); }
   Status Bind(int i, int v) { return Check(sqlite3_bind_int64(stmt_, i, v)); }
@@ -293,8 +293,9 @@ StatusOr<TuneResult> ReadEntry(const Stmt& st, int64_t* entry_id) {
   r.problem.batch = st.Int(c++);
   const std::string dtype = st.Text(c++);
   auto parsed = ParseDType(dtype);
-  if (!parsed) return Status::Internal("store: entry " + std::to_string(*entry_id) +
-                                       " has unknown dtype '" + dtype + "'");
+  if (!parsed)
+    return Status::Internal("store: entry " + std::to_string(*entry_id) + " has unknown dtype '" +
+                            dtype + "'");
   r.problem.dtype = *parsed;
   r.problem.ld_in = st.Int(c++);
   r.problem.ld_out = st.Int(c++);
@@ -362,7 +363,8 @@ struct Where {
   std::vector<std::function<Status(Stmt&, int)>> binds;
 
   Status BindAll(Stmt& st) const {
-    for (size_t i = 0; i < binds.size(); ++i) TR_RETURN_IF_ERROR(binds[i](st, static_cast<int>(i) + 1));
+    for (size_t i = 0; i < binds.size(); ++i)
+      TR_RETURN_IF_ERROR(binds[i](st, static_cast<int>(i) + 1));
     return Status::OK();
   }
 };
@@ -384,7 +386,7 @@ Where BuildWhere(const StoreFilter& f) {
   return w;
 }
 
-bool IsMemoryPath(const std::string& path) { return path.empty() || path == ":memory:"; }
+bool IsMemoryPath(const std::string& path) { return path == ":memory:"; }
 
 }  // namespace
 
@@ -398,6 +400,7 @@ Store::Store(sqlite3* db) : db_(db) {}
 Store::~Store() { sqlite3_close_v2(db_); }
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("store: empty database path");
   if (!IsMemoryPath(path)) {
     std::filesystem::path p(path);
     std::filesystem::path dir = p.parent_path();
@@ -412,9 +415,9 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
     }
   }
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close_v2(db);
@@ -583,8 +586,7 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 }
 
 StatusOr<std::optional<TuneResult>> Store::Lookup(const std::string& device_fingerprint,
-                                                  const Problem& problem,
-                                                  bool include_candidates) {
+                                                  const Problem& problem, bool include_candidates) {
   std::lock_guard<std::mutex> lock(mu_);
   TR_ASSIGN_OR_RETURN(
       auto st, Stmt::Prepare(db_, std::string("SELECT ") + kEntryColumns +
@@ -608,8 +610,7 @@ StatusOr<std::vector<TuneResult>> Store::List(const StoreFilter& filter, bool in
   std::lock_guard<std::mutex> lock(mu_);
   TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, sql));
   TR_RETURN_IF_ERROR(where.BindAll(*st));
-  if (limit > 0)
-    TR_RETURN_IF_ERROR(st->Bind(static_cast<int>(where.binds.size()) + 1, limit));
+  if (limit > 0) TR_RETURN_IF_ERROR(st->Bind(static_cast<int>(where.binds.size()) + 1, limit));
   std::vector<TuneResult> out;
   std::vector<int64_t> ids;
   while (true) {

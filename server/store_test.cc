@@ -240,6 +240,16 @@ TEST_F(StoreTest, OpenInMissingDirectoryFailsCleanly) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/no"));
 }
 
+TEST_F(StoreTest, OpenOfEmptyPathOrDirectoryFailsCleanly) {
+  auto empty = Store::Open("");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  auto dir = Store::Open(dir_);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(dir.status().message().find(dir_), std::string::npos) << dir.status().message();
+}
+
 TEST_F(StoreTest, OpenOfNonDatabaseFileFailsCleanly) {
   {
     std::ofstream f(path_);
