@@ -1,0 +1,331 @@
+#include "transposed/kernels/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <tuple>
+
+#include "kernels/tile_math.h"
+
+namespace transposed::kernels {
+namespace {
+
+TransposeConfig MakeNaive() {
+  TransposeConfig c;
+  c.algorithm = Algorithm::kNaive;
+  c.tile_rows = 0;
+  c.tile_cols = 0;
+  c.block_rows = 8;
+  c.vec_bytes = 0;
+  c.pad = 0;
+  c.swizzle = 0;
+  return c;
+}
+
+TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz) {
+  TransposeConfig c;
+  c.algorithm = Algorithm::kTile;
+  c.tile_rows = tr;
+  c.tile_cols = tc;
+  c.block_rows = br;
+  c.vec_bytes = vb;
+  c.pad = pad;
+  c.swizzle = swz;
+  return c;
+}
+
+TransposeConfig MakeSkinny(int len, int br) {
+  TransposeConfig c;
+  c.algorithm = Algorithm::kSkinny;
+  c.tile_rows = len;
+  c.tile_cols = 0;
+  c.block_rows = br;
+  c.vec_bytes = 16;
+  c.pad = 0;
+  c.swizzle = 0;
+  return c;
+}
+
+struct Family {
+  std::vector<TransposeConfig> by_size[17];
+};
+
+const Family& GetFamily() {
+  static const Family family = [] {
+    Family f;
+#define TR_NAIVE(E) f.by_size[E].push_back(MakeNaive());
+#define TR_TILE(E, TR, TC, BR, VB, PAD, SWZ) \
+  f.by_size[E].push_back(MakeTile(TR, TC, BR, VB, PAD, SWZ));
+#define TR_SKINNY(E, L, BR) f.by_size[E].push_back(MakeSkinny(L, BR));
+#include "kernels/family.inc"
+#undef TR_NAIVE
+#undef TR_TILE
+#undef TR_SKINNY
+    return f;
+  }();
+  return family;
+}
+
+// Parses a non-negative decimal integer that is the whole of `s`.
+bool ParseInt(std::string_view s, int* out) {
+  if (s.empty() || s.size() > 9) return false;
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) return false;
+  *out = v;
+  return true;
+}
+
+// Consumes `prefix` followed by an integer from the front of `part`.
+bool ParseField(std::string_view part, std::string_view prefix, int* out) {
+  if (part.substr(0, prefix.size()) != prefix) return false;
+  return ParseInt(part.substr(prefix.size()), out);
+}
+
+std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t pos = s.find(sep, start);
+    parts.push_back(s.substr(start, pos == std::string_view::npos ? pos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return parts;
+}
+
+// Structural checks shared by FromName and FromParams: canonical values for each algorithm.
+Status ValidateShape(const TransposeConfig& c) {
+  if (c.block_rows < 1 || c.block_rows > 32)
+    return Status::InvalidArgument("block_rows must be in 1..32, got " +
+                                   std::to_string(c.block_rows));
+  switch (c.algorithm) {
+    case Algorithm::kNaive:
+      if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||
+          c.swizzle != 0 || c.block_rows != 8)
+        return Status::InvalidArgument("naive takes no parameters");
+      return Status::OK();
+    case Algorithm::kSkinny:
+      if (c.tile_rows < 16 || c.tile_rows % 16 != 0 || c.tile_cols != 0 || c.vec_bytes != 16 ||
+          c.pad != 0 || c.swizzle != 0)
+        return Status::InvalidArgument(
+            "skinny takes a tile length (a positive multiple of 16) and block_rows only");
+      return Status::OK();
+    case Algorithm::kTile:
+      if (c.tile_rows < 1 || c.tile_cols < 1 || c.tile_rows > 1024 || c.tile_cols > 1024)
+        return Status::InvalidArgument("tile dimensions must be in 1..1024");
+      if (c.vec_bytes != 0 && c.vec_bytes != 4 && c.vec_bytes != 8 && c.vec_bytes != 16)
+        return Status::InvalidArgument("vec_bytes must be 0, 4, 8 or 16, got " +
+                                       std::to_string(c.vec_bytes));
+      if (c.swizzle != 0 && c.swizzle != 1)
+        return Status::InvalidArgument("swizzle must be 0 or 1");
+      if (c.swizzle == 1 && c.pad != 0)
+        return Status::InvalidArgument("a swizzled tile has no padding");
+      if (c.pad < 0 || c.pad > 64) return Status::InvalidArgument("pad must be in 0..64");
+      return Status::OK();
+  }
+  return Status::InvalidArgument("unknown algorithm " +
+                                 std::to_string(static_cast<int>(c.algorithm)));
+}
+
+}  // namespace
+
+std::string_view AlgorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::kNaive:
+      return "naive";
+    case Algorithm::kTile:
+      return "tile";
+    case Algorithm::kSkinny:
+      return "skinny";
+  }
+  return "unknown";
+}
+
+std::string TransposeConfig::Name() const {
+  switch (algorithm) {
+    case Algorithm::kNaive:
+      return "naive";
+    case Algorithm::kSkinny:
+      return "skinny.l" + std::to_string(tile_rows) + ".rows" + std::to_string(block_rows);
+    case Algorithm::kTile: {
+      std::string n = "tile" + std::to_string(tile_rows) + "x" + std::to_string(tile_cols) +
+                      ".rows" + std::to_string(block_rows);
+      if (vec_bytes) n += ".vec" + std::to_string(vec_bytes);
+      n += swizzle ? std::string(".swz") : ".pad" + std::to_string(pad);
+      return n;
+    }
+  }
+  return "unknown";
+}
+
+std::map<std::string, int64_t> TransposeConfig::Params() const {
+  return {{"algorithm", static_cast<int64_t>(algorithm)},
+          {"tile_rows", tile_rows},
+          {"tile_cols", tile_cols},
+          {"block_rows", block_rows},
+          {"vec_bytes", vec_bytes},
+          {"pad", pad},
+          {"swizzle", swizzle}};
+}
+
+StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("bad config name '" + std::string(name) + "': " + why);
+  };
+  if (name == "naive") return MakeNaive();
+  std::vector<std::string_view> parts = Split(name, '.');
+  TransposeConfig c;
+  if (parts[0] == "skinny") {
+    int len = 0, br = 0;
+    if (parts.size() != 3 || !ParseField(parts[1], "l", &len) ||
+        !ParseField(parts[2], "rows", &br))
+      return bad("expected skinny.l<LEN>.rows<N>");
+    c = MakeSkinny(len, br);
+  } else if (parts[0].substr(0, 4) == "tile") {
+    std::string_view dims = parts[0].substr(4);
+    size_t x = dims.find('x');
+    int tr = 0, tc = 0, br = 0, vb = 0, pad = 0, swz = 0;
+    if (x == std::string_view::npos || !ParseInt(dims.substr(0, x), &tr) ||
+        !ParseInt(dims.substr(x + 1), &tc))
+      return bad("expected tile<R>x<C>");
+    size_t i = 1;
+    if (i >= parts.size() || !ParseField(parts[i], "rows", &br)) return bad("expected .rows<N>");
+    ++i;
+    if (i < parts.size() && parts[i].substr(0, 3) == "vec") {
+      if (!ParseField(parts[i], "vec", &vb) || vb == 0) return bad("bad .vec<BYTES>");
+      ++i;
+    }
+    if (i >= parts.size()) return bad("expected .pad<N> or .swz");
+    if (parts[i] == "swz") {
+      swz = 1;
+    } else if (!ParseField(parts[i], "pad", &pad)) {
+      return bad("expected .pad<N> or .swz");
+    }
+    if (++i != parts.size()) return bad("trailing fields");
+    c = MakeTile(tr, tc, br, vb, pad, swz);
+  } else {
+    return bad("unknown algorithm");
+  }
+  Status s = ValidateShape(c);
+  if (!s.ok()) return bad(s.message());
+  if (c.Name() != name) return bad("not in canonical form (expected '" + c.Name() + "')");
+  return c;
+}
+
+StatusOr<TransposeConfig> TransposeConfig::FromParams(const std::map<std::string, int64_t>& params) {
+  static const char* const kKeys[] = {"algorithm", "tile_rows", "tile_cols", "block_rows",
+                                      "vec_bytes", "pad",       "swizzle"};
+  for (const auto& [k, v] : params) {
+    if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* key) { return k == key; }) ==
+        std::end(kKeys))
+      return Status::InvalidArgument("unknown config parameter '" + k + "'");
+    if (v < 0 || v > 1 << 20)
+      return Status::InvalidArgument("config parameter '" + k + "' out of range: " +
+                                     std::to_string(v));
+  }
+  auto it = params.find("algorithm");
+  if (it == params.end()) return Status::InvalidArgument("config parameter 'algorithm' missing");
+  TransposeConfig c;
+  switch (it->second) {
+    case 0:
+      c = MakeNaive();
+      break;
+    case 1:
+      c = MakeTile(32, 32, 8, 0, 0, 0);
+      break;
+    case 2:
+      c = MakeSkinny(256, 8);
+      break;
+    default:
+      return Status::InvalidArgument("unknown algorithm " + std::to_string(it->second));
+  }
+  auto get = [&](const char* key, int* field) {
+    auto f = params.find(key);
+    if (f != params.end()) *field = static_cast<int>(f->second);
+  };
+  get("tile_rows", &c.tile_rows);
+  get("tile_cols", &c.tile_cols);
+  get("block_rows", &c.block_rows);
+  get("vec_bytes", &c.vec_bytes);
+  get("pad", &c.pad);
+  get("swizzle", &c.swizzle);
+  TR_RETURN_IF_ERROR(ValidateShape(c));
+  return c;
+}
+
+bool TransposeConfig::operator==(const TransposeConfig& o) const {
+  return std::tie(algorithm, tile_rows, tile_cols, block_rows, vec_bytes, pad, swizzle) ==
+         std::tie(o.algorithm, o.tile_rows, o.tile_cols, o.block_rows, o.vec_bytes, o.pad,
+                  o.swizzle);
+}
+
+const std::vector<TransposeConfig>& FamilyConfigs(int elem_size) {
+  static const std::vector<TransposeConfig> kEmpty;
+  if (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8 && elem_size != 16)
+    return kEmpty;
+  return GetFamily().by_size[elem_size];
+}
+
+bool SkinnyIsTall(const Problem& p) { return p.cols <= 16 && p.in_ld() == p.cols; }
+
+int64_t SkinnySharedBytes(const TransposeConfig& c, const Problem& p) {
+  if (c.algorithm != Algorithm::kSkinny) return 0;
+  const int64_t n = SkinnyIsTall(p) ? p.cols : p.rows;
+  return SkinnySharedFor(static_cast<int64_t>(c.tile_rows) * n * p.elem_size());
+}
+
+Status CheckConfig(const TransposeConfig& c, const Problem& p) {
+  TR_RETURN_IF_ERROR(ValidateProblem(p));
+  const int e = p.elem_size();
+  const auto& fam = FamilyConfigs(e);
+  if (std::find(fam.begin(), fam.end(), c) == fam.end())
+    return Status::InvalidArgument("config " + c.Name() + " is not in the family for " +
+                                   std::to_string(e) + "-byte elements");
+  switch (c.algorithm) {
+    case Algorithm::kNaive:
+      return Status::OK();
+    case Algorithm::kTile: {
+      if (c.vec_bytes == 0 || c.vec_bytes <= e) return Status::OK();
+      if ((p.in_ld() * e) % c.vec_bytes != 0)
+        return Status::InvalidArgument(c.Name() + ": input leading dimension " +
+                                       std::to_string(p.in_ld()) + " x " + std::to_string(e) +
+                                       " bytes is not a multiple of " +
+                                       std::to_string(c.vec_bytes) + " bytes");
+      if ((p.out_ld() * e) % c.vec_bytes != 0)
+        return Status::InvalidArgument(c.Name() + ": output leading dimension " +
+                                       std::to_string(p.out_ld()) + " x " + std::to_string(e) +
+                                       " bytes is not a multiple of " +
+                                       std::to_string(c.vec_bytes) + " bytes");
+      return Status::OK();
+    }
+    case Algorithm::kSkinny: {
+      const bool tall = SkinnyIsTall(p);
+      const bool wide = p.rows <= 16 && p.out_ld() == p.rows;
+      if (!tall && !wide)
+        return Status::InvalidArgument(
+            c.Name() + ": skinny needs cols <= 16 with dense input rows, or rows <= 16 with "
+                       "dense output rows");
+      const int64_t n = tall ? p.cols : p.rows;
+      const int64_t smem = SkinnySharedFor(static_cast<int64_t>(c.tile_rows) * n * e);
+      if (smem > 48 * 1024)
+        return Status::InvalidArgument(c.Name() + ": needs " + std::to_string(smem) +
+                                       " bytes of shared memory, over 48 KiB");
+      return Status::OK();
+    }
+  }
+  return Status::InvalidArgument("unknown algorithm");
+}
+
+std::vector<TransposeConfig> EnumerateConfigs(const Problem& p) {
+  std::vector<TransposeConfig> out;
+  if (!ValidateProblem(p).ok()) return out;
+  for (const TransposeConfig& c : FamilyConfigs(p.elem_size()))
+    if (CheckConfig(c, p).ok()) out.push_back(c);
+  return out;
+}
+
+TransposeConfig NaiveConfig() { return MakeNaive(); }
+TransposeConfig TextbookTileConfig() { return MakeTile(32, 32, 8, 0, 0, 0); }
+TransposeConfig TextbookPaddedTileConfig() { return MakeTile(32, 32, 8, 0, 1, 0); }
+
+}  // namespace transposed::kernels

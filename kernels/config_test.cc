@@ -1,0 +1,196 @@
+#include "transposed/kernels/config.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "kernels/tile_math.h"
+
+namespace transposed::kernels {
+namespace {
+
+Problem P(int64_t rows, int64_t cols, int elem, int64_t batch = 1, int64_t ld_in = 0,
+          int64_t ld_out = 0) {
+  Problem p;
+  p.rows = rows;
+  p.cols = cols;
+  p.batch = batch;
+  p.ld_in = ld_in;
+  p.ld_out = ld_out;
+  switch (elem) {
+    case 1:
+      p.dtype = DType::kI8;
+      break;
+    case 2:
+      p.dtype = DType::kF16;
+      break;
+    case 4:
+      p.dtype = DType::kF32;
+      break;
+    case 8:
+      p.dtype = DType::kF64;
+      break;
+    default:
+      p.dtype = DType::kC128;
+  }
+  return p;
+}
+
+const int kSizes[] = {1, 2, 4, 8, 16};
+
+TEST(TransposeConfig, EveryFamilyMemberRoundTripsThroughNameAndParams) {
+  for (int e : kSizes) {
+    const auto& fam = FamilyConfigs(e);
+    ASSERT_FALSE(fam.empty()) << e;
+    std::set<std::string> names;
+    for (const TransposeConfig& c : fam) {
+      const std::string name = c.Name();
+      EXPECT_TRUE(names.insert(name).second) << "duplicate " << name << " for size " << e;
+      auto by_name = TransposeConfig::FromName(name);
+      ASSERT_TRUE(by_name.ok()) << name << ": " << by_name.status().ToString();
+      EXPECT_EQ(*by_name, c) << name;
+      EXPECT_EQ(by_name->Name(), name);
+      auto by_params = TransposeConfig::FromParams(c.Params());
+      ASSERT_TRUE(by_params.ok()) << name << ": " << by_params.status().ToString();
+      EXPECT_EQ(*by_params, c) << name;
+      EXPECT_EQ(c.Params().size(), 7u);
+      EXPECT_EQ(name.find("fast"), std::string::npos);
+    }
+  }
+}
+
+TEST(TransposeConfig, NamesAreDerivedFromParameters) {
+  EXPECT_EQ(NaiveConfig().Name(), "naive");
+  EXPECT_EQ(TextbookTileConfig().Name(), "tile32x32.rows8.pad0");
+  EXPECT_EQ(TextbookPaddedTileConfig().Name(), "tile32x32.rows8.pad1");
+  TransposeConfig c;
+  c.tile_rows = 64;
+  c.tile_cols = 128;
+  c.block_rows = 4;
+  c.vec_bytes = 16;
+  c.swizzle = 1;
+  EXPECT_EQ(c.Name(), "tile64x128.rows4.vec16.swz");
+  EXPECT_EQ(c.threads(), 128);
+  auto s = TransposeConfig::FromName("skinny.l512.rows8");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->algorithm, Algorithm::kSkinny);
+  EXPECT_EQ(s->tile_rows, 512);
+  EXPECT_EQ(s->Params().at("algorithm"), 2);
+}
+
+TEST(TransposeConfig, RejectsMalformedNamesAndParams) {
+  for (const char* bad :
+       {"", "fast", "tile", "tile32", "tile32x", "tilex32.rows8.pad1", "tile32x32", "tile32x32.rows8",
+        "tile32x32.rows8.pad", "tile32x32.rows8.pad1.swz", "tile32x32.rows8.vec16.pad1.x",
+        "tile32x32.rows8.vec3.pad0", "tile32x32.rows0.pad0", "tile032x32.rows8.pad0",
+        "tile32x32.rows8.swz.pad0", "skinny", "skinny.l500.rows8", "skinny.l512", "naive.x",
+        "tile-1x32.rows8.pad0", "tile99999999999x32.rows8.pad0", "tile32x32.rows8.vec0.pad0"}) {
+    EXPECT_FALSE(TransposeConfig::FromName(bad).ok()) << bad;
+  }
+  EXPECT_FALSE(TransposeConfig::FromParams({}).ok());
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 7}}).ok());
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 1}, {"bogus", 1}}).ok());
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 1}, {"vec_bytes", 12}}).ok());
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 1}, {"pad", 1}, {"swizzle", 1}}).ok());
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 0}, {"tile_rows", 4}}).ok());
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 1}, {"tile_rows", -1}}).ok());
+  auto naive = TransposeConfig::FromParams({{"algorithm", 0}});
+  ASSERT_TRUE(naive.ok());
+  EXPECT_EQ(*naive, NaiveConfig());
+}
+
+TEST(EnumerateConfigs, ValidAndNonEmptyForEveryShapeAndElementSize) {
+  struct Shape {
+    int64_t rows, cols, batch, ld_in, ld_out;
+  };
+  const Shape shapes[] = {{1, 1, 1, 0, 0},       {1, 1000, 1, 0, 0},     {1000, 1, 1, 0, 0},
+                          {31, 33, 1, 0, 0},     {4097, 3001, 1, 0, 0},  {512, 384, 256, 0, 0},
+                          {300, 200, 1, 264, 320}, {300, 200, 3, 203, 301}, {1 << 20, 8, 1, 0, 0},
+                          {8, 1 << 20, 1, 0, 0}, {8192, 8192, 1, 0, 0}};
+  for (int e : kSizes) {
+    for (const Shape& s : shapes) {
+      const Problem p = P(s.rows, s.cols, e, s.batch, s.ld_in, s.ld_out);
+      ASSERT_TRUE(ValidateProblem(p).ok());
+      const auto configs = EnumerateConfigs(p);
+      ASSERT_FALSE(configs.empty()) << p.ToString();
+      EXPECT_EQ(configs, EnumerateConfigs(p)) << "not deterministic";
+      bool has_naive = false;
+      for (const TransposeConfig& c : configs) {
+        EXPECT_TRUE(CheckConfig(c, p).ok()) << c.Name() << " " << p.ToString();
+        has_naive |= c == NaiveConfig();
+        if (c.algorithm == Algorithm::kTile && c.vec_bytes > e) {
+          EXPECT_EQ(p.in_ld() * e % c.vec_bytes, 0) << c.Name() << " " << p.ToString();
+          EXPECT_EQ(p.out_ld() * e % c.vec_bytes, 0) << c.Name() << " " << p.ToString();
+        }
+        if (c.algorithm == Algorithm::kSkinny) {
+          EXPECT_TRUE(std::min(p.rows, p.cols) <= 16) << p.ToString();
+          EXPECT_LE(SkinnySharedBytes(c, p), 48 * 1024);
+        }
+      }
+      EXPECT_TRUE(has_naive);
+      // Every family member that was left out says why.
+      for (const TransposeConfig& c : FamilyConfigs(e)) {
+        if (std::find(configs.begin(), configs.end(), c) == configs.end()) {
+          Status st = CheckConfig(c, p);
+          EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << c.Name();
+          EXPECT_NE(st.message().find(c.Name()), std::string::npos) << st.message();
+        }
+      }
+    }
+  }
+}
+
+TEST(EnumerateConfigs, OffersVectorAndSkinnyPathsWhereTheyApply) {
+  for (int e : {1, 2, 4, 8}) {
+    const auto dense = EnumerateConfigs(P(8192, 8192, e));
+    EXPECT_TRUE(std::any_of(dense.begin(), dense.end(), [&](const TransposeConfig& c) {
+      return c.vec_bytes == 16;
+    })) << e;
+    // Odd leading dimensions rule out vector accesses.
+    for (const TransposeConfig& c : EnumerateConfigs(P(4097, 3001, e)))
+      EXPECT_TRUE(c.vec_bytes == 0 || c.algorithm == Algorithm::kSkinny) << c.Name();
+  }
+  for (int e : kSizes) {
+    for (const Problem& p : {P(1 << 20, 8, e), P(8, 1 << 20, e)}) {
+      const auto cs = EnumerateConfigs(p);
+      EXPECT_TRUE(std::any_of(cs.begin(), cs.end(), [](const TransposeConfig& c) {
+        return c.algorithm == Algorithm::kSkinny;
+      })) << p.ToString();
+    }
+    // A strided skinny input with strided output has no skinny path.
+    for (const TransposeConfig& c : EnumerateConfigs(P(100, 8, e, 1, 9, 101)))
+      EXPECT_NE(c.algorithm, Algorithm::kSkinny);
+  }
+}
+
+TEST(CheckConfig, NamesTheReason) {
+  const Problem odd = P(4097, 3001, 4);
+  auto c = TransposeConfig::FromName("tile64x64.rows8.vec16.swz");
+  ASSERT_TRUE(c.ok());
+  Status s = CheckConfig(*c, odd);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("leading dimension"), std::string::npos) << s.message();
+  // Not in the family for this element size.
+  auto big = TransposeConfig::FromName("tile1024x1024.rows8.pad0");
+  ASSERT_TRUE(big.ok());
+  EXPECT_NE(CheckConfig(*big, odd).message().find("not in the family"), std::string::npos);
+  // Invalid problem.
+  Problem bad = odd;
+  bad.rows = 0;
+  EXPECT_FALSE(CheckConfig(NaiveConfig(), bad).ok());
+  EXPECT_TRUE(EnumerateConfigs(bad).empty());
+}
+
+TEST(Family, EveryTileGeometryIsConsistent) {
+  for (int e : kSizes) {
+    for (const TransposeConfig& c : FamilyConfigs(e)) {
+      if (c.algorithm != Algorithm::kTile) continue;
+      const TileGeometry g = TileGeometry::Make(e, c.tile_rows, c.tile_cols, c.block_rows,
+                                                c.vec_bytes, c.pad, c.swizzle);
+      EXPECT_EQ(g.Invalid(), nullptr) << c.Name() << " e=" << e << ": " << g.Invalid();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace transposed::kernels

@@ -1,0 +1,23 @@
+// The family's instantiations for 4-byte elements (one file per element size so that the
+// instantiations compile in parallel). The list itself is kernels/family.inc.
+#include "kernels/transpose_kernels.cuh"
+
+namespace transposed::kernels::internal {
+
+template <>
+const std::vector<Entry>& FamilyTable<4>() {
+  static const std::vector<Entry> table = [] {
+    std::vector<Entry> t;
+#define TR_NAIVE(E) AddNaive<E == 4, E>(t);
+#define TR_TILE(E, TR, TC, BR, VB, PAD, SWZ) AddTile<E == 4, E, TR, TC, BR, VB, PAD, SWZ>(t);
+#define TR_SKINNY(E, L, BR) AddSkinny<E == 4, E, L, BR>(t);
+#include "kernels/family.inc"
+#undef TR_NAIVE
+#undef TR_TILE
+#undef TR_SKINNY
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace transposed::kernels::internal

@@ -1,0 +1,98 @@
+// TransposeConfig: the printable policy that selects one member of the CUDA transpose family.
+//
+// A configuration names an algorithm and its compile-time parameters (tile shape, threads per
+// block, global access width, shared-memory padding or swizzle). The family is a fixed list of
+// configurations instantiated for each element size (kernels/family.inc); this header is pure host
+// C++ and compiles without CUDA, so the tuner, the daemon and the client can enumerate, name and
+// check configurations anywhere. Launching lives in launch.h.
+//
+// Algorithms:
+//   naive   one element per thread, coalesced reads, strided writes (reference point).
+//   tile    a TILE_ROWS x TILE_COLS tile staged through shared memory by 32 * block_rows threads
+//           that walk the tile (several elements per thread). vec_bytes == 0: element-size global
+//           accesses (the textbook kernels); vec_bytes in {4, 8, 16}: every global load and store
+//           is vec_bytes wide, 1- and 2-byte elements are gathered as 32-bit words from shared
+//           memory and transposed in registers (byte_perm). Shared-memory bank conflicts are
+//           avoided either with `pad` elements per tile row or with an XOR swizzle of the
+//           shared-memory row's units (swizzle == 1). Edge tiles use a predicated element path.
+//   skinny  for problems with one side of 1..16 elements: a tile of tile_rows elements along the
+//           long side times the whole short side, staged through shared memory with 16-byte
+//           global accesses on both sides (the contiguous side is read/written as raw bytes).
+//
+// All types here are plain values; all functions are thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/problem.h"
+#include "core/status.h"
+
+namespace transposed::kernels {
+
+enum class Algorithm : int { kNaive = 0, kTile = 1, kSkinny = 2 };
+
+// "naive", "tile", "skinny".
+std::string_view AlgorithmName(Algorithm a);
+
+struct TransposeConfig {
+  Algorithm algorithm = Algorithm::kTile;
+  // Tile shape in elements (input rows x input columns). Skinny: tile_rows is the tile length
+  // along the long side and tile_cols is 0. Naive: both 0.
+  int tile_rows = 32;
+  int tile_cols = 32;
+  // Threads per block are 32 * block_rows (block_rows warps; for a 32-wide tile this is exactly
+  // the textbook TILE_DIM x BLOCK_ROWS block).
+  int block_rows = 8;
+  // Width of every global load and store in bytes; 0 means element-size accesses.
+  int vec_bytes = 0;
+  // Shared-memory padding in elements per tile row (tile only; 0 when swizzled).
+  int pad = 0;
+  // 1: XOR-swizzled shared-memory layout instead of padding (tile only).
+  int swizzle = 0;
+
+  int threads() const { return 32 * block_rows; }
+
+  // Stable name from the parameters: "naive", "tile32x32.rows8.pad1",
+  // "tile64x64.rows8.vec16.swz", "skinny.l512.rows8".
+  std::string Name() const;
+  // Every field: algorithm (0 naive, 1 tile, 2 skinny), tile_rows, tile_cols, block_rows,
+  // vec_bytes, pad, swizzle.
+  std::map<std::string, int64_t> Params() const;
+  // Inverse of Name(); INVALID_ARGUMENT for anything that is not a well-formed name.
+  static StatusOr<TransposeConfig> FromName(std::string_view name);
+  // Inverse of Params(); unknown keys or ill-formed values are INVALID_ARGUMENT. Missing keys take
+  // the canonical value for the algorithm ("algorithm" itself is required).
+  static StatusOr<TransposeConfig> FromParams(const std::map<std::string, int64_t>& params);
+
+  bool operator==(const TransposeConfig& o) const;
+  bool operator!=(const TransposeConfig& o) const { return !(*this == o); }
+};
+
+// The whole family instantiated for an element size (1, 2, 4, 8, 16), in a deterministic order;
+// empty for other sizes.
+const std::vector<TransposeConfig>& FamilyConfigs(int elem_size);
+
+// The configurations valid for this problem (element size, shape, strides), deterministic order,
+// never empty for a valid problem. Pure host code. Empty for an invalid problem.
+std::vector<TransposeConfig> EnumerateConfigs(const Problem& p);
+
+// Whether a config can run this problem (INVALID_ARGUMENT naming why not). Pointer alignment is
+// checked by Launch (vector configs need in/out aligned to vec_bytes).
+Status CheckConfig(const TransposeConfig& c, const Problem& p);
+
+// Which side a skinny config treats as narrow: true ("tall") when cols <= 16 and the input rows
+// are dense, so the tile is read as raw bytes; otherwise rows <= 16 with dense output rows.
+bool SkinnyIsTall(const Problem& p);
+// Dynamic shared memory bytes a skinny config needs for a problem (0 for other algorithms).
+int64_t SkinnySharedBytes(const TransposeConfig& c, const Problem& p);
+
+// The textbook reference points, always in the family for every element size.
+TransposeConfig NaiveConfig();                // "naive"
+TransposeConfig TextbookTileConfig();         // "tile32x32.rows8.pad0"
+TransposeConfig TextbookPaddedTileConfig();   // "tile32x32.rows8.pad1"
+
+}  // namespace transposed::kernels

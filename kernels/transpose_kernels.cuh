@@ -1,0 +1,517 @@
+// The CUDA transpose kernels (templates) and their typed launchers, plus the registry that maps a
+// TransposeConfig to an instantiation. Internal to kernels/: included by the family_e*.cu files
+// (one per element size, so instantiations compile in parallel) and by launch.cu.
+//
+// Memory layout is core/problem.h's. All global index math is 64-bit; shared-memory offsets are
+// int (a tile is at most 48 KiB). Every kernel covers any problem size with a grid capped at the
+// launch limits (grid-stride loops over tiles and batch). Launchers are thread-safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "core/problem.h"
+#include "kernels/tile_math.h"
+#include "transposed/kernels/config.h"
+
+namespace transposed::kernels::internal {
+
+using LaunchFn = cudaError_t (*)(const Problem& p, const void* in, void* out, cudaStream_t s);
+struct Entry {
+  TransposeConfig config;
+  LaunchFn launch;
+};
+// The instantiated family for element size E (defined in family_e<E>.cu).
+template <int E>
+const std::vector<Entry>& FamilyTable();
+template <>
+const std::vector<Entry>& FamilyTable<1>();
+template <>
+const std::vector<Entry>& FamilyTable<2>();
+template <>
+const std::vector<Entry>& FamilyTable<4>();
+template <>
+const std::vector<Entry>& FamilyTable<8>();
+template <>
+const std::vector<Entry>& FamilyTable<16>();
+
+struct Args {
+  const unsigned char* in;
+  unsigned char* out;
+  int64_t rows, cols, batch, ldi, ldo;  // leading dimensions in elements
+};
+
+inline Args MakeArgs(const Problem& p, const void* in, void* out) {
+  return Args{static_cast<const unsigned char*>(in), static_cast<unsigned char*>(out), p.rows,
+              p.cols, p.batch, p.in_ld(), p.out_ld()};
+}
+
+inline unsigned CapGrid(int64_t n, int64_t cap) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(n, cap)));
+}
+
+template <int B>
+struct Native;
+template <>
+struct Native<1> {
+  using T = uint8_t;
+};
+template <>
+struct Native<2> {
+  using T = uint16_t;
+};
+template <>
+struct Native<4> {
+  using T = uint32_t;
+};
+template <>
+struct Native<8> {
+  using T = uint2;
+};
+template <>
+struct Native<16> {
+  using T = uint4;
+};
+
+// Copies one B-byte value between B-aligned addresses.
+template <int B>
+__device__ __forceinline__ void CopyBytes(void* dst, const void* src) {
+  using T = typename Native<B>::T;
+  *static_cast<T*>(dst) = *static_cast<const T*>(src);
+}
+
+// Loads B bytes into 32-bit words (B < 4: one word holding the value in its low bits).
+template <int B>
+__device__ __forceinline__ void LoadWords(const void* p, uint32_t* w) {
+  if constexpr (B == 16) {
+    const uint4 v = *static_cast<const uint4*>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else if constexpr (B == 8) {
+    const uint2 v = *static_cast<const uint2*>(p);
+    w[0] = v.x, w[1] = v.y;
+  } else if constexpr (B == 4) {
+    w[0] = *static_cast<const uint32_t*>(p);
+  } else if constexpr (B == 2) {
+    w[0] = *static_cast<const uint16_t*>(p);
+  } else {
+    w[0] = *static_cast<const uint8_t*>(p);
+  }
+}
+
+template <int B>
+__device__ __forceinline__ void StoreWords(void* p, const uint32_t* w) {
+  if constexpr (B == 16) {
+    *static_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else if constexpr (B == 8) {
+    *static_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  } else if constexpr (B == 4) {
+    *static_cast<uint32_t*>(p) = w[0];
+  } else if constexpr (B == 2) {
+    *static_cast<uint16_t*>(p) = static_cast<uint16_t>(w[0]);
+  } else {
+    *static_cast<uint8_t*>(p) = static_cast<uint8_t>(w[0]);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reference: one element per thread, 1-D grid-stride over every element, 64-bit index math.
+template <int E>
+__global__ void ReferenceKernel(Args a) {
+  const int64_t total = a.batch * a.rows * a.cols;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    const int64_t c = i % a.cols;
+    const int64_t t = i / a.cols;
+    const int64_t r = t % a.rows;
+    const int64_t b = t / a.rows;
+    CopyBytes<E>(a.out + ((b * a.cols + c) * a.ldo + r) * E,
+                 a.in + ((b * a.rows + r) * a.ldi + c) * E);
+  }
+}
+
+template <int E>
+cudaError_t LaunchReferenceE(const Problem& p, const void* in, void* out, cudaStream_t s) {
+  const Args a = MakeArgs(p, in, out);
+  const int64_t total = p.batch * p.rows * p.cols;
+  ReferenceKernel<E><<<CapGrid((total + 255) / 256, 1 << 20), 256, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Naive: 32x8 threads, thread (x, y) copies element (r, c) of a 2-D grid-stride walk; reads are
+// coalesced, writes are strided by ld_out.
+template <int E>
+__global__ void __launch_bounds__(256) NaiveKernel(Args a) {
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z)
+    for (int64_t r = static_cast<int64_t>(blockIdx.y) * 8 + threadIdx.y; r < a.rows;
+         r += static_cast<int64_t>(gridDim.y) * 8)
+      for (int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x; c < a.cols;
+           c += static_cast<int64_t>(gridDim.x) * 32)
+        CopyBytes<E>(a.out + ((z * a.cols + c) * a.ldo + r) * E,
+                     a.in + ((z * a.rows + r) * a.ldi + c) * E);
+}
+
+template <int E>
+cudaError_t LaunchNaive(const Problem& p, const void* in, void* out, cudaStream_t s) {
+  const Args a = MakeArgs(p, in, out);
+  const dim3 grid(CapGrid((p.cols + 31) / 32, INT_MAX), CapGrid((p.rows + 7) / 8, 65535),
+                  CapGrid(p.batch, 65535));
+  NaiveKernel<E><<<grid, dim3(32, 8), 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tile: see TileGeometry (tile_math.h) for the phases. Interior tiles take the vectorized path;
+// tiles cut by the matrix edge take a predicated element path through the same shared layout.
+template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ>
+__global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
+  constexpr TileGeometry G = TileGeometry::Make(E, TR, TC, BR, VB, PAD, SWZ);
+  static_assert(G.Invalid() == nullptr, "inconsistent tile geometry");
+  constexpr int NT = G.nt, U = G.u, V = G.v, W = G.w, SU = G.su;
+  constexpr int UW = U >= 4 ? U / 4 : 1;  // words per unit
+  constexpr int UPR = TC / V;             // load units per tile row
+  constexpr int NL = (G.load_units + NT - 1) / NT;
+  constexpr int NW = (G.write_units + NT - 1) / NT;
+  constexpr bool kLoadExact = G.load_units % NT == 0;
+  constexpr bool kWriteExact = G.write_units % NT == 0;
+  __shared__ __align__(16) unsigned char sm[G.smem];
+
+  const int tid = threadIdx.x;
+  const int64_t ntr = (a.rows + TR - 1) / TR;
+  const int64_t ntc = (a.cols + TC - 1) / TC;
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
+    for (int64_t ty = blockIdx.y; ty < ntr; ty += gridDim.y) {
+      for (int64_t tx = blockIdx.x; tx < ntc; tx += gridDim.x) {
+        const int64_t r0 = ty * TR;
+        const int64_t c0 = tx * TC;
+        const unsigned char* in = a.in + ((z * a.rows + r0) * a.ldi + c0) * E;
+        unsigned char* out = a.out + ((z * a.cols + c0) * a.ldo + r0) * E;
+        if (r0 + TR <= a.rows && c0 + TC <= a.cols) {
+          // Load phase: all global loads first (NL in flight per thread), then shared stores.
+          uint32_t buf[NL][UW];
+#pragma unroll
+          for (int k = 0; k < NL; ++k) {
+            const int q = tid + k * NT;
+            if (kLoadExact || q < G.load_units) {
+              const int row = q / UPR, vc = q % UPR;
+              LoadWords<U>(in + static_cast<int64_t>(row) * a.ldi * E + vc * U, buf[k]);
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < NL; ++k) {
+            const int q = tid + k * NT;
+            if (kLoadExact || q < G.load_units) {
+              const int row = q / UPR, vc = q % UPR;
+              if constexpr (SU >= 4) {
+#pragma unroll
+                for (int piece = 0; piece < U / SU; ++piece)
+                  StoreWords<SU>(sm + G.Offset(row, vc * U + piece * SU), buf[k] + piece * (SU / 4));
+              } else {
+                StoreWords<U>(sm + G.Offset(row, vc * U), buf[k]);
+              }
+            }
+          }
+          __syncthreads();
+          // Write phase.
+#pragma unroll
+          for (int k = 0; k < NW; ++k) {
+            const int q = tid + k * NT;
+            if (kWriteExact || q < G.write_units) {
+              const int ov = q % G.g, owg = q / G.g;
+              if constexpr (W == 1) {
+                uint32_t o[UW];
+                if constexpr (U < 4) {
+                  LoadWords<E>(sm + G.Offset(ov, owg * E), o);
+                } else {
+#pragma unroll
+                  for (int j = 0; j < V; ++j)
+                    LoadWords<E>(sm + G.Offset(ov * V + j, owg * E), o + j * (E / 4));
+                }
+                StoreWords<U>(out + static_cast<int64_t>(owg) * a.ldo * E + ov * U, o);
+              } else {
+                uint32_t wv[V];
+#pragma unroll
+                for (int j = 0; j < V; ++j)
+                  wv[j] = *reinterpret_cast<const uint32_t*>(sm + G.Offset(ov * V + j, owg * 4));
+                uint32_t o[W][UW];
+                if constexpr (E == 1) {
+#pragma unroll
+                  for (int mm = 0; mm < V / 4; ++mm) {
+                    uint32_t t[4];
+                    Transpose4x4Bytes(wv + 4 * mm, t);
+#pragma unroll
+                    for (int kk = 0; kk < 4; ++kk) o[kk][mm] = t[kk];
+                  }
+                } else {
+#pragma unroll
+                  for (int mm = 0; mm < V / 2; ++mm) {
+                    uint32_t t[2];
+                    Transpose2x2Halves(wv + 2 * mm, t);
+                    o[0][mm] = t[0];
+                    o[1][mm] = t[1];
+                  }
+                }
+#pragma unroll
+                for (int kk = 0; kk < W; ++kk)
+                  StoreWords<U>(out + static_cast<int64_t>(owg * W + kk) * a.ldo * E + ov * U,
+                                o[kk]);
+              }
+            }
+          }
+        } else {
+          // Edge tile: predicated element copies through the same shared layout.
+          const int nr = static_cast<int>(std::min<int64_t>(TR, a.rows - r0));
+          const int nc = static_cast<int>(std::min<int64_t>(TC, a.cols - c0));
+          for (int q = tid; q < TR * TC; q += NT) {
+            const int row = q / TC, col = q % TC;
+            if (row < nr && col < nc)
+              CopyBytes<E>(sm + G.Offset(row, col * E),
+                           in + (static_cast<int64_t>(row) * a.ldi + col) * E);
+          }
+          __syncthreads();
+          for (int q = tid; q < TR * TC; q += NT) {
+            const int oc = q / TR, orow = q % TR;
+            if (oc < nc && orow < nr)
+              CopyBytes<E>(out + (static_cast<int64_t>(oc) * a.ldo + orow) * E,
+                           sm + G.Offset(orow, oc * E));
+          }
+        }
+        __syncthreads();  // the next tile reuses the shared buffer
+      }
+    }
+  }
+}
+
+template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ>
+cudaError_t LaunchTile(const Problem& p, const void* in, void* out, cudaStream_t s) {
+  const Args a = MakeArgs(p, in, out);
+  const dim3 grid(CapGrid((p.cols + TC - 1) / TC, INT_MAX), CapGrid((p.rows + TR - 1) / TR, 65535),
+                  CapGrid(p.batch, 65535));
+  TileKernel<E, TR, TC, BR, VB, PAD, SWZ><<<grid, 32 * BR, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Skinny: the contiguous side of the tile is moved as raw 16-byte chunks, the other side as
+// 16-byte vectors gathered/scattered element-wise in shared memory (SkinnyOffset layout).
+
+// Element `k` of a 16-byte word vector <-> shared memory at logical byte `off`.
+template <int E>
+__device__ __forceinline__ void SkinnyGather(const unsigned char* sm, int off, uint32_t* w, int k) {
+  const int ph = SkinnyOffset(off);
+  if constexpr (E == 1) {
+    w[k / 4] |= static_cast<uint32_t>(sm[ph]) << (8 * (k % 4));
+  } else if constexpr (E == 2) {
+    w[k / 2] |= static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(sm + ph)) << (16 * (k % 2));
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i)
+      w[k * (E / 4) + i] = *reinterpret_cast<const uint32_t*>(sm + ph + 4 * i);
+  }
+}
+
+template <int E>
+__device__ __forceinline__ void SkinnyScatter(unsigned char* sm, int off, const uint32_t* w, int k) {
+  const int ph = SkinnyOffset(off);
+  if constexpr (E == 1) {
+    sm[ph] = static_cast<uint8_t>(w[k / 4] >> (8 * (k % 4)));
+  } else if constexpr (E == 2) {
+    *reinterpret_cast<uint16_t*>(sm + ph) = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i)
+      *reinterpret_cast<uint32_t*>(sm + ph + 4 * i) = w[k * (E / 4) + i];
+  }
+}
+
+// One element global -> shared (logical byte off) and back.
+template <int E>
+__device__ __forceinline__ void SkinnyToShared(unsigned char* sm, int off, const unsigned char* g) {
+  uint32_t w[E >= 4 ? E / 4 : 1];
+  LoadWords<E>(g, w);
+  const int ph = SkinnyOffset(off);
+  if constexpr (E < 4) {
+    StoreWords<E>(sm + ph, w);
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i) *reinterpret_cast<uint32_t*>(sm + ph + 4 * i) = w[i];
+  }
+}
+
+template <int E>
+__device__ __forceinline__ void SkinnyFromShared(unsigned char* g, const unsigned char* sm, int off) {
+  uint32_t w[E >= 4 ? E / 4 : 1];
+  const int ph = SkinnyOffset(off);
+  if constexpr (E < 4) {
+    LoadWords<E>(sm + ph, w);
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i) w[i] = *reinterpret_cast<const uint32_t*>(sm + ph + 4 * i);
+  }
+  StoreWords<E>(g, w);
+}
+
+// Contiguous global bytes [0, bytes) <-> shared logical bytes [0, bytes).
+template <int E, int NT>
+__device__ __forceinline__ void SkinnyLoadContiguous(unsigned char* sm, const unsigned char* src,
+                                                     int bytes) {
+  int done = 0;
+  if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    const int nch = bytes / 16;
+    for (int q = threadIdx.x; q < nch; q += NT) {
+      uint32_t w[4];
+      LoadWords<16>(src + q * 16, w);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        *reinterpret_cast<uint32_t*>(sm + SkinnyOffset(q * 16 + 4 * i)) = w[i];
+    }
+    done = nch * 16;
+  }
+  for (int o = done + static_cast<int>(threadIdx.x) * E; o < bytes; o += NT * E)
+    SkinnyToShared<E>(sm, o, src + o);
+}
+
+template <int E, int NT>
+__device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const unsigned char* sm,
+                                                      int bytes) {
+  int done = 0;
+  if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+    const int nch = bytes / 16;
+    for (int q = threadIdx.x; q < nch; q += NT) {
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        w[i] = *reinterpret_cast<const uint32_t*>(sm + SkinnyOffset(q * 16 + 4 * i));
+      StoreWords<16>(dst + q * 16, w);
+    }
+    done = nch * 16;
+  }
+  for (int o = done + static_cast<int>(threadIdx.x) * E; o < bytes; o += NT * E)
+    SkinnyFromShared<E>(dst + o, sm, o);
+}
+
+// Tall: cols = n <= 16 and dense input rows, so L input rows are one contiguous byte string.
+template <int E, int L, int BR>
+__global__ void __launch_bounds__(32 * BR) SkinnyTallKernel(Args a) {
+  extern __shared__ __align__(16) unsigned char sm[];
+  constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
+  const int n = static_cast<int>(a.cols);
+  const int64_t ntiles = (a.rows + L - 1) / L;
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
+    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+      const int64_t r0 = t * L;
+      const int nr = static_cast<int>(std::min<int64_t>(L, a.rows - r0));
+      SkinnyLoadContiguous<E, NT>(sm, a.in + (z * a.rows + r0) * a.ldi * E, nr * n * E);
+      __syncthreads();
+#pragma unroll 4
+      for (int q = threadIdx.x; q < n * NV; q += NT) {
+        const int c = q / NV, ov = q % NV;
+        if (ov * V >= nr) continue;
+        unsigned char* dst = a.out + ((z * a.cols + c) * a.ldo + r0 + ov * V) * E;
+        if (ov * V + V <= nr && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+          uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+          for (int j = 0; j < V; ++j) SkinnyGather<E>(sm, ((ov * V + j) * n + c) * E, w, j);
+          StoreWords<16>(dst, w);
+        } else {
+          for (int j = 0; j < V && ov * V + j < nr; ++j)
+            SkinnyFromShared<E>(dst + j * E, sm, ((ov * V + j) * n + c) * E);
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Wide: rows = n <= 16 and dense output rows, so L output rows are one contiguous byte string.
+template <int E, int L, int BR>
+__global__ void __launch_bounds__(32 * BR) SkinnyWideKernel(Args a) {
+  extern __shared__ __align__(16) unsigned char sm[];
+  constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
+  const int n = static_cast<int>(a.rows);
+  const int64_t ntiles = (a.cols + L - 1) / L;
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
+    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+      const int64_t c0 = t * L;
+      const int nc = static_cast<int>(std::min<int64_t>(L, a.cols - c0));
+#pragma unroll 4
+      for (int q = threadIdx.x; q < n * NV; q += NT) {
+        const int r = q / NV, vc = q % NV;
+        if (vc * V >= nc) continue;
+        const unsigned char* src = a.in + ((z * a.rows + r) * a.ldi + c0 + vc * V) * E;
+        if (vc * V + V <= nc && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+          uint32_t w[4];
+          LoadWords<16>(src, w);
+#pragma unroll
+          for (int k = 0; k < V; ++k) SkinnyScatter<E>(sm, ((vc * V + k) * n + r) * E, w, k);
+        } else {
+          for (int k = 0; k < V && vc * V + k < nc; ++k)
+            SkinnyToShared<E>(sm, ((vc * V + k) * n + r) * E, src + k * E);
+        }
+      }
+      __syncthreads();
+      SkinnyStoreContiguous<E, NT>(a.out + (z * a.cols + c0) * a.ldo * E, sm, nc * n * E);
+      __syncthreads();
+    }
+  }
+}
+
+template <int E, int L, int BR>
+cudaError_t LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream_t s) {
+  const Args a = MakeArgs(p, in, out);
+  const bool tall = SkinnyIsTall(p);
+  const int64_t len = tall ? p.rows : p.cols;
+  const int64_t n = tall ? p.cols : p.rows;
+  const size_t smem = static_cast<size_t>(SkinnySharedFor(static_cast<int64_t>(L) * n * E));
+  const dim3 grid(CapGrid((len + L - 1) / L, INT_MAX), 1, CapGrid(p.batch, 65535));
+  if (tall) {
+    SkinnyTallKernel<E, L, BR><<<grid, 32 * BR, smem, s>>>(a);
+  } else {
+    SkinnyWideKernel<E, L, BR><<<grid, 32 * BR, smem, s>>>(a);
+  }
+  return cudaGetLastError();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Registration helpers for family_e*.cu: instantiate only the entries of the file's element size.
+template <bool On, int E>
+void AddNaive(std::vector<Entry>& t) {
+  if constexpr (On) t.push_back({NaiveConfig(), &LaunchNaive<E>});
+}
+
+template <bool On, int E, int TR, int TC, int BR, int VB, int PAD, int SWZ>
+void AddTile(std::vector<Entry>& t) {
+  if constexpr (On) {
+    TransposeConfig c;
+    c.algorithm = Algorithm::kTile;
+    c.tile_rows = TR;
+    c.tile_cols = TC;
+    c.block_rows = BR;
+    c.vec_bytes = VB;
+    c.pad = PAD;
+    c.swizzle = SWZ;
+    t.push_back({c, &LaunchTile<E, TR, TC, BR, VB, PAD, SWZ>});
+  }
+}
+
+template <bool On, int E, int L, int BR>
+void AddSkinny(std::vector<Entry>& t) {
+  if constexpr (On) {
+    TransposeConfig c;
+    c.algorithm = Algorithm::kSkinny;
+    c.tile_rows = L;
+    c.tile_cols = 0;
+    c.block_rows = BR;
+    c.vec_bytes = 16;
+    c.pad = 0;
+    c.swizzle = 0;
+    t.push_back({c, &LaunchSkinny<E, L, BR>});
+  }
+}
+
+}  // namespace transposed::kernels::internal
