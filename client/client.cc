@@ -1,0 +1,203 @@
+#include "client/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+namespace transposed {
+namespace {
+
+std::chrono::system_clock::time_point DeadlineAfter(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             std::chrono::duration<double>(seconds));
+}
+
+const char* GrpcCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    default: return "UNKNOWN";
+  }
+}
+
+}  // namespace
+
+Status FromGrpcStatus(const grpc::Status& status) {
+  const std::string& m = status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK: return Status::OK();
+    case grpc::StatusCode::CANCELLED: return Status::Cancelled(m);
+    case grpc::StatusCode::UNKNOWN: return Status(StatusCode::kUnknown, m);
+    case grpc::StatusCode::INVALID_ARGUMENT: return Status::InvalidArgument(m);
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return Status::DeadlineExceeded(m);
+    case grpc::StatusCode::NOT_FOUND: return Status::NotFound(m);
+    case grpc::StatusCode::ALREADY_EXISTS: return Status(StatusCode::kAlreadyExists, m);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return Status::ResourceExhausted(m);
+    case grpc::StatusCode::FAILED_PRECONDITION: return Status::FailedPrecondition(m);
+    case grpc::StatusCode::ABORTED: return Status::Aborted(m);
+    case grpc::StatusCode::UNIMPLEMENTED: return Status::Unimplemented(m);
+    case grpc::StatusCode::INTERNAL: return Status::Internal(m);
+    case grpc::StatusCode::UNAVAILABLE: return Status::Unavailable(m);
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return Status::InvalidArgument(std::string(GrpcCodeName(status.error_code())) + ": " + m);
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return Status::FailedPrecondition(std::string(GrpcCodeName(status.error_code())) + ": " + m);
+    case grpc::StatusCode::DATA_LOSS:
+      return Status::Internal(std::string(GrpcCodeName(status.error_code())) + ": " + m);
+    default: break;
+  }
+  return Status(StatusCode::kUnknown,
+                "gRPC code " + std::to_string(static_cast<int>(status.error_code())) + ": " + m);
+}
+
+v1::Problem ProblemToProto(const Problem& problem) {
+  v1::Problem p;
+  p.set_rows(problem.rows);
+  p.set_cols(problem.cols);
+  p.set_batch(problem.batch);
+  p.set_dtype(std::string(DTypeName(problem.dtype)));
+  p.set_ld_in(problem.ld_in);
+  p.set_ld_out(problem.ld_out);
+  return p;
+}
+
+StatusOr<Problem> ProblemFromProto(const v1::Problem& problem) {
+  Problem p;
+  p.rows = problem.rows();
+  p.cols = problem.cols();
+  p.batch = problem.has_batch() ? problem.batch() : 1;
+  auto dtype = ParseDType(problem.dtype());
+  if (!dtype) return Status::InvalidArgument("dtype: unknown element type '" + problem.dtype() + "'");
+  p.dtype = *dtype;
+  p.ld_in = problem.ld_in();
+  p.ld_out = problem.ld_out();
+  return p;
+}
+
+v1::DeviceSelector DeviceByIndex(int32_t index) {
+  v1::DeviceSelector d;
+  d.set_index(index);
+  return d;
+}
+
+v1::DeviceSelector DeviceByUuid(const std::string& uuid) {
+  v1::DeviceSelector d;
+  d.set_uuid(uuid);
+  return d;
+}
+
+v1::DeviceSelector DeviceFromString(const std::string& text) {
+  bool digits = !text.empty() && text.size() <= 9;
+  for (char c : text) digits = digits && c >= '0' && c <= '9';
+  if (digits) return DeviceByIndex(std::stoi(text));
+  return DeviceByUuid(text);
+}
+
+StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
+                                                  ClientOptions options) {
+  if (address.empty()) return Status::InvalidArgument("address: must not be empty");
+  if (!(options.deadline_seconds > 0) || !std::isfinite(options.deadline_seconds)) {
+    return Status::InvalidArgument("deadline_seconds: must be a positive number of seconds, got " +
+                                   std::to_string(options.deadline_seconds));
+  }
+  grpc::ChannelArguments args;
+  // Answers carry candidate lists (ListEntries with candidates): allow large messages.
+  args.SetMaxReceiveMessageSize(-1);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!channel) return Status::Internal("could not create a channel to " + address);
+  return std::unique_ptr<Client>(new Client(address, options, std::move(channel)));
+}
+
+Client::Client(std::string address, ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : address_(std::move(address)),
+      options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::Transposer::NewStub(channel_)) {}
+
+Client::~Client() = default;
+
+void Client::Prepare(grpc::ClientContext* context) const {
+  context->set_deadline(DeadlineAfter(options_.deadline_seconds));
+  context->set_wait_for_ready(options_.wait_for_ready);
+}
+
+Status Client::WaitForConnected(double seconds) {
+  if (channel_->WaitForConnected(DeadlineAfter(seconds))) return Status::OK();
+  return Status::Unavailable("could not connect to " + address_ + " within " +
+                             std::to_string(seconds) + " s");
+}
+
+StatusOr<v1::Answer> Client::GetConfig(const v1::Problem& problem, v1::CachePolicy policy) {
+  v1::GetConfigRequest request;
+  *request.mutable_problem() = problem;
+  request.set_policy(policy);
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::Answer answer;
+  grpc::Status s = stub_->GetConfig(&context, request, &answer);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return answer;
+}
+
+StatusOr<v1::Answer> Client::GetConfig(const Problem& problem, const v1::DeviceSelector& device,
+                                       v1::CachePolicy policy) {
+  v1::Problem p = ProblemToProto(problem);
+  *p.mutable_device() = device;
+  return GetConfig(p, policy);
+}
+
+StatusOr<v1::Answer> Client::Tune(const v1::TuneRequest& request,
+                                  const ProgressCallback& on_progress) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  std::unique_ptr<grpc::ClientReader<v1::TuneProgress>> reader = stub_->Tune(&context, request);
+  v1::TuneProgress progress;
+  bool have_answer = false;
+  v1::Answer answer;
+  while (reader->Read(&progress)) {
+    if (progress.has_answer()) {
+      answer = progress.answer();
+      have_answer = true;
+    }
+    if (on_progress) on_progress(progress);
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return FromGrpcStatus(s);
+  if (!have_answer) return Status::Internal("the Tune stream ended without an answer");
+  return answer;
+}
+
+StatusOr<std::vector<v1::Device>> Client::ListDevices() {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ListDevicesResponse response;
+  grpc::Status s = stub_->ListDevices(&context, v1::ListDevicesRequest(), &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return std::vector<v1::Device>(response.devices().begin(), response.devices().end());
+}
+
+StatusOr<std::vector<v1::Entry>> Client::ListEntries(const v1::ListEntriesRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ListEntriesResponse response;
+  grpc::Status s = stub_->ListEntries(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return std::vector<v1::Entry>(response.entries().begin(), response.entries().end());
+}
+
+StatusOr<int64_t> Client::DeleteEntries(const v1::DeleteEntriesRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::DeleteEntriesResponse response;
+  grpc::Status s = stub_->DeleteEntries(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return static_cast<int64_t>(response.deleted());
+}
+
+}  // namespace transposed

@@ -1,0 +1,120 @@
+// Client: the C++ client of the transposed daemon, for batch jobs and tools.
+//
+// A Client holds one gRPC channel to a daemon and exposes the service's five calls with
+// transposed::Status errors (the gRPC status is converted here, code and message kept). Every call
+// has a deadline of ClientOptions::deadline_seconds; a cache miss tunes on the daemon, which can
+// take a while, so keep the deadline generous. A Client is thread-safe: any number of threads may
+// call its methods concurrently (they share the channel); it must outlive the calls.
+//
+// How a batch job uses it together with the kernel library
+// (kernels/include/transposed/kernels/{config,launch}.h):
+//
+//   TR_ASSIGN_OR_RETURN(auto client, transposed::Client::Connect("127.0.0.1:50051", {}));
+//   transposed::Problem problem;
+//   problem.rows = 4096, problem.cols = 8192, problem.dtype = transposed::DType::kF32;
+//   TR_ASSIGN_OR_RETURN(transposed::v1::Answer answer,
+//                       client->GetConfig(problem, transposed::DeviceByIndex(0)));
+//   // The answer names the fastest variant for this problem on this device; the parameters
+//   // rebuild the kernel configuration (FromName(answer.variant().name()) works as well).
+//   TR_ASSIGN_OR_RETURN(auto config,
+//                       transposed::kernels::TransposeConfig::FromParams(answer.variant().params()));
+//   TR_RETURN_IF_ERROR(transposed::kernels::Launch(config, problem, d_in, d_out, stream));
+//
+// Ask once per distinct problem and keep the config: after the first tune an answer comes from
+// the daemon's cache in well under a millisecond, but there is no reason to ask per launch.
+// client/example_batch_job.cc is a complete program doing this.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/problem.h"
+#include "core/status.h"
+#include "transposed/v1/transposed.grpc.pb.h"
+#include "transposed/v1/transposed.pb.h"
+
+namespace grpc {
+class Channel;
+class Status;
+}  // namespace grpc
+
+namespace transposed {
+
+struct ClientOptions {
+  // Deadline of every call, in seconds (> 0). A Tune or a GetConfig that misses tunes.
+  double deadline_seconds = 600;
+  // false: a call fails at once with UNAVAILABLE when the daemon cannot be reached.
+  // true: a call waits (up to its deadline) for the daemon to come up.
+  bool wait_for_ready = false;
+};
+
+// Converts a gRPC status into a transposed::Status, keeping code and message. Codes that
+// transposed does not use map to the closest one (OUT_OF_RANGE -> INVALID_ARGUMENT,
+// PERMISSION_DENIED/UNAUTHENTICATED -> FAILED_PRECONDITION, DATA_LOSS -> INTERNAL) with the
+// gRPC code name kept at the front of the message.
+Status FromGrpcStatus(const grpc::Status& status);
+
+// core Problem <-> proto Problem. The proto keeps a device selector and an optional batch; the
+// core Problem does not. ProblemFromProto fails with INVALID_ARGUMENT on an unknown dtype.
+v1::Problem ProblemToProto(const Problem& problem);
+StatusOr<Problem> ProblemFromProto(const v1::Problem& problem);
+
+// Device selectors: by index (as listed by ListDevices) or by UUID. DeviceFromString parses
+// what a user types: all digits is an index, anything else a UUID.
+v1::DeviceSelector DeviceByIndex(int32_t index);
+v1::DeviceSelector DeviceByUuid(const std::string& uuid);
+v1::DeviceSelector DeviceFromString(const std::string& text);
+
+class Client {
+ public:
+  using ProgressCallback = std::function<void(const v1::TuneProgress&)>;
+
+  // Creates a channel to `address` ("host:port", or any gRPC target such as "unix:/path").
+  // Does not wait for the daemon: an unreachable daemon shows as UNAVAILABLE on the first call
+  // (or, with wait_for_ready, as DEADLINE_EXCEEDED). Fails on an empty address or bad options.
+  static StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
+                                                   ClientOptions options = {});
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  // Waits up to `seconds` for the channel to be connected: UNAVAILABLE if it is not by then.
+  Status WaitForConnected(double seconds);
+
+  // The best configuration for a problem (its device selector included): from the cache, or
+  // tuned now (TUNE_IF_MISSING; concurrent requests for one problem share one tune).
+  StatusOr<v1::Answer> GetConfig(const v1::Problem& problem,
+                                 v1::CachePolicy policy = v1::TUNE_IF_MISSING);
+  StatusOr<v1::Answer> GetConfig(const Problem& problem,
+                                 const v1::DeviceSelector& device = v1::DeviceSelector(),
+                                 v1::CachePolicy policy = v1::TUNE_IF_MISSING);
+
+  // Tunes (always, cache or not) and stores the winner. `on_progress` (may be empty) is called
+  // on the calling thread for each message as it streams in, the final answer included; the
+  // answer is also returned.
+  StatusOr<v1::Answer> Tune(const v1::TuneRequest& request,
+                            const ProgressCallback& on_progress = nullptr);
+
+  StatusOr<std::vector<v1::Device>> ListDevices();
+  StatusOr<std::vector<v1::Entry>> ListEntries(const v1::ListEntriesRequest& request);
+  // Returns the number of entries deleted.
+  StatusOr<int64_t> DeleteEntries(const v1::DeleteEntriesRequest& request);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  Client(std::string address, ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  // Applies the deadline and wait_for_ready to a fresh context.
+  void Prepare(grpc::ClientContext* context) const;
+
+  const std::string address_;
+  const ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Transposer::Stub> stub_;
+};
+
+}  // namespace transposed

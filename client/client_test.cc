@@ -1,0 +1,260 @@
+// Unit tests of the client-side helpers: status mapping, problem conversion, device selectors,
+// JSON and text formatting. No daemon needed.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "client/client.h"
+#include "client/format.h"
+
+namespace transposed {
+namespace {
+
+TEST(FromGrpcStatus, KeepsCodeAndMessage) {
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+  struct Case {
+    grpc::StatusCode in;
+    StatusCode out;
+  };
+  const Case cases[] = {
+      {grpc::StatusCode::CANCELLED, StatusCode::kCancelled},
+      {grpc::StatusCode::UNKNOWN, StatusCode::kUnknown},
+      {grpc::StatusCode::INVALID_ARGUMENT, StatusCode::kInvalidArgument},
+      {grpc::StatusCode::DEADLINE_EXCEEDED, StatusCode::kDeadlineExceeded},
+      {grpc::StatusCode::NOT_FOUND, StatusCode::kNotFound},
+      {grpc::StatusCode::ALREADY_EXISTS, StatusCode::kAlreadyExists},
+      {grpc::StatusCode::RESOURCE_EXHAUSTED, StatusCode::kResourceExhausted},
+      {grpc::StatusCode::FAILED_PRECONDITION, StatusCode::kFailedPrecondition},
+      {grpc::StatusCode::ABORTED, StatusCode::kAborted},
+      {grpc::StatusCode::UNIMPLEMENTED, StatusCode::kUnimplemented},
+      {grpc::StatusCode::INTERNAL, StatusCode::kInternal},
+      {grpc::StatusCode::UNAVAILABLE, StatusCode::kUnavailable},
+  };
+  for (const auto& c : cases) {
+    Status s = FromGrpcStatus(grpc::Status(c.in, "problem.rows: must be >= 1, got 0"));
+    EXPECT_EQ(s.code(), c.out) << static_cast<int>(c.in);
+    EXPECT_EQ(s.message(), "problem.rows: must be >= 1, got 0");
+    // The codes transposed uses are numerically the gRPC codes.
+    EXPECT_EQ(static_cast<int>(s.code()), static_cast<int>(c.in));
+  }
+  EXPECT_EQ(FromGrpcStatus(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "x")).ToString(),
+            "INVALID_ARGUMENT: x");
+}
+
+TEST(FromGrpcStatus, UnusedCodesMapToClosestAndKeepName) {
+  Status s = FromGrpcStatus(grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "too far"));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "OUT_OF_RANGE: too far");
+  s = FromGrpcStatus(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "no"));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "PERMISSION_DENIED: no");
+  s = FromGrpcStatus(grpc::Status(grpc::StatusCode::DATA_LOSS, "gone"));
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_EQ(s.message(), "DATA_LOSS: gone");
+}
+
+TEST(ProblemConversion, RoundTrips) {
+  Problem p;
+  p.rows = 300;
+  p.cols = 500;
+  p.batch = 3;
+  p.dtype = DType::kBF16;
+  p.ld_in = 512;
+  p.ld_out = 0;
+  v1::Problem proto = ProblemToProto(p);
+  EXPECT_EQ(proto.rows(), 300);
+  EXPECT_EQ(proto.cols(), 500);
+  EXPECT_TRUE(proto.has_batch());
+  EXPECT_EQ(proto.batch(), 3);
+  EXPECT_EQ(proto.dtype(), "bf16");
+  EXPECT_EQ(proto.ld_in(), 512);
+  auto back = ProblemFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->Key(), p.Key());
+}
+
+TEST(ProblemConversion, UnsetBatchIsOneAndUnknownDtypeFails) {
+  v1::Problem proto;
+  proto.set_rows(4);
+  proto.set_cols(8);
+  proto.set_dtype("float32");
+  auto p = ProblemFromProto(proto);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->batch, 1);
+  EXPECT_EQ(p->dtype, DType::kF32);
+  proto.set_dtype("f17");
+  auto bad = ProblemFromProto(proto);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("dtype"), std::string::npos);
+}
+
+TEST(DeviceSelector, ParsesIndexOrUuid) {
+  v1::DeviceSelector d = DeviceFromString("3");
+  EXPECT_EQ(d.selector_case(), v1::DeviceSelector::kIndex);
+  EXPECT_EQ(d.index(), 3);
+  d = DeviceFromString("GPU-8a3c-11");
+  EXPECT_EQ(d.selector_case(), v1::DeviceSelector::kUuid);
+  EXPECT_EQ(d.uuid(), "GPU-8a3c-11");
+  d = DeviceFromString("-1");  // not all digits: a (bad) UUID, for the daemon to reject
+  EXPECT_EQ(d.selector_case(), v1::DeviceSelector::kUuid);
+  d = DeviceFromString("99999999999");  // too long for an index
+  EXPECT_EQ(d.selector_case(), v1::DeviceSelector::kUuid);
+}
+
+TEST(Format, IsoTimeUtc) {
+  EXPECT_EQ(IsoTimeUtc(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(IsoTimeUtc(1714566896789), "2024-05-01T12:34:56.789Z");
+  EXPECT_EQ(IsoTimeUtc(-1), "1969-12-31T23:59:59.999Z");
+}
+
+v1::Answer SampleAnswer() {
+  v1::Answer a;
+  a.mutable_problem()->set_rows(1024);
+  a.mutable_problem()->set_cols(2048);
+  a.mutable_problem()->set_dtype("f32");
+  a.mutable_variant()->set_name("tile32x32.rows8.vec16.pad1");
+  a.mutable_variant()->set_backend("cuda");
+  (*a.mutable_variant()->mutable_params())["tile"] = 32;
+  (*a.mutable_variant()->mutable_params())["pad"] = 1;
+  a.set_gbps(2500.5);
+  a.set_ceiling_gbps(3000.0);
+  a.set_ratio(2500.5 / 3000.0);
+  a.set_rel_spread(0.02);
+  a.set_source(v1::SOURCE_TUNED);
+  a.set_tuned_at_unix_ms(1714566896789);
+  a.set_candidates_tried(40);
+  a.set_candidates_valid(38);
+  a.set_tune_seconds(1.25);
+  a.mutable_device()->set_index(1);
+  a.mutable_device()->set_name("NVIDIA H100");
+  a.mutable_device()->set_uuid("GPU-1234");
+  a.mutable_device()->set_backend("cuda");
+  a.mutable_device()->set_fingerprint("fp0123");
+  a.mutable_measurement()->set_valid(true);
+  a.mutable_measurement()->set_method(R"({"timer":"cuda_event"})");
+  a.mutable_ceiling()->set_method("not json");
+  return a;
+}
+
+TEST(Format, AnswerToJsonHasTheDocumentedFields) {
+  auto j = AnswerToJson(SampleAnswer());
+  EXPECT_EQ(j["variant"], "tile32x32.rows8.vec16.pad1");
+  EXPECT_EQ(j["params"]["tile"], 32);
+  EXPECT_EQ(j["params"]["pad"], 1);
+  EXPECT_DOUBLE_EQ(j["gbps"].get<double>(), 2500.5);
+  EXPECT_DOUBLE_EQ(j["ceiling_gbps"].get<double>(), 3000.0);
+  EXPECT_DOUBLE_EQ(j["ratio"].get<double>(), 2500.5 / 3000.0);
+  EXPECT_DOUBLE_EQ(j["rel_spread"].get<double>(), 0.02);
+  EXPECT_EQ(j["source"], "tuned");
+  EXPECT_EQ(j["device"]["index"], 1);
+  EXPECT_EQ(j["device"]["name"], "NVIDIA H100");
+  EXPECT_EQ(j["device"]["uuid"], "GPU-1234");
+  EXPECT_EQ(j["device"]["backend"], "cuda");
+  EXPECT_EQ(j["device"]["fingerprint"], "fp0123");
+  EXPECT_EQ(j["problem"]["rows"], 1024);
+  EXPECT_EQ(j["problem"]["cols"], 2048);
+  EXPECT_EQ(j["problem"]["batch"], 1);
+  EXPECT_EQ(j["problem"]["dtype"], "f32");
+  EXPECT_EQ(j["tuned_at"], "2024-05-01T12:34:56.789Z");
+  EXPECT_EQ(j["candidates_tried"], 40);
+  EXPECT_EQ(j["candidates_valid"], 38);
+  EXPECT_DOUBLE_EQ(j["tune_seconds"].get<double>(), 1.25);
+  // A JSON method is embedded as an object, anything else as a string.
+  EXPECT_EQ(j["measurement"]["method"]["timer"], "cuda_event");
+  EXPECT_EQ(j["ceiling"]["method"], "not json");
+  // Round-trips through text as one object.
+  auto parsed = nlohmann::json::parse(j.dump());
+  EXPECT_TRUE(parsed.is_object());
+
+  v1::Answer cached = SampleAnswer();
+  cached.set_source(v1::SOURCE_CACHE);
+  EXPECT_EQ(AnswerToJson(cached)["source"], "cache");
+}
+
+TEST(Format, AnswerToTextIsAKeyValueTable) {
+  std::string text = AnswerToText(SampleAnswer());
+  EXPECT_NE(text.find("variant:"), std::string::npos);
+  EXPECT_NE(text.find("tile32x32.rows8.vec16.pad1"), std::string::npos);
+  EXPECT_NE(text.find("2500.5 GB/s"), std::string::npos);
+  EXPECT_NE(text.find("source:"), std::string::npos);
+  EXPECT_NE(text.find("tuned"), std::string::npos);
+  EXPECT_NE(text.find("2024-05-01T12:34:56.789Z"), std::string::npos);
+  EXPECT_NE(text.find("pad=1 tile=32"), std::string::npos);
+}
+
+TEST(Format, ProgressLines) {
+  v1::TuneProgress p;
+  p.set_index(12);
+  p.set_total(40);
+  p.mutable_candidate()->mutable_variant()->set_name("tile32x32.rows8.vec16.pad1");
+  p.mutable_candidate()->mutable_measurement()->set_valid(true);
+  p.mutable_candidate()->mutable_measurement()->set_gbps(1234.5);
+  p.mutable_candidate()->set_phase("quick");
+  EXPECT_EQ(ProgressToText(p), "[12/40] tile32x32.rows8.vec16.pad1  1234.5 GB/s  valid  quick");
+  auto j = ProgressToJson(p);
+  EXPECT_EQ(j["event"], "candidate");
+  EXPECT_EQ(j["index"], 12);
+  EXPECT_EQ(j["total"], 40);
+  EXPECT_EQ(j["variant"], "tile32x32.rows8.vec16.pad1");
+  EXPECT_EQ(j["valid"], true);
+  EXPECT_EQ(j["phase"], "quick");
+
+  p.mutable_candidate()->mutable_measurement()->set_valid(false);
+  p.mutable_candidate()->mutable_measurement()->set_error("mismatch at 3");
+  p.mutable_candidate()->mutable_measurement()->set_gbps(0);
+  EXPECT_EQ(ProgressToText(p),
+            "[12/40] tile32x32.rows8.vec16.pad1  0.0 GB/s  invalid  quick  (mismatch at 3)");
+  EXPECT_EQ(ProgressToJson(p)["error"], "mismatch at 3");
+
+  v1::TuneProgress done;
+  done.set_index(41);
+  done.set_total(40);
+  *done.mutable_answer() = SampleAnswer();
+  auto dj = ProgressToJson(done);
+  EXPECT_EQ(dj["event"], "answer");
+  EXPECT_EQ(dj["variant"], "tile32x32.rows8.vec16.pad1");
+  EXPECT_EQ(dj["source"], "tuned");
+}
+
+TEST(Format, EntryWithCandidates) {
+  v1::Entry e;
+  *e.mutable_answer() = SampleAnswer();
+  EXPECT_FALSE(EntryToJson(e).contains("candidates"));
+  auto* c = e.add_candidates();
+  c->mutable_variant()->set_name("tile16x16.rows4.vec4.pad0");
+  c->mutable_measurement()->set_valid(true);
+  c->mutable_measurement()->set_gbps(100);
+  c->set_phase("quick");
+  auto j = EntryToJson(e);
+  ASSERT_TRUE(j.contains("candidates"));
+  ASSERT_EQ(j["candidates"].size(), 1u);
+  EXPECT_EQ(j["candidates"][0]["variant"], "tile16x16.rows4.vec4.pad0");
+  std::string text = EntryToText(e);
+  EXPECT_NE(text.find("tile32x32.rows8.vec16.pad1"), std::string::npos);
+  EXPECT_NE(text.find("\n    tile16x16.rows4.vec4.pad0"), std::string::npos);
+}
+
+TEST(Client, ConnectValidatesArguments) {
+  EXPECT_EQ(Client::Connect("").status().code(), StatusCode::kInvalidArgument);
+  ClientOptions bad;
+  bad.deadline_seconds = 0;
+  EXPECT_EQ(Client::Connect("127.0.0.1:1", bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Client, UnreachableDaemonIsUnavailable) {
+  // Port 1 on loopback: nothing listens there (and we do not wait for it).
+  ClientOptions options;
+  options.deadline_seconds = 10;
+  auto client = Client::Connect("127.0.0.1:1", options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto devices = (*client)->ListDevices();
+  ASSERT_FALSE(devices.ok());
+  EXPECT_EQ(devices.status().code(), StatusCode::kUnavailable) << devices.status().ToString();
+  v1::TuneRequest request;
+  auto tuned = (*client)->Tune(request, nullptr);
+  ASSERT_FALSE(tuned.ok());
+  EXPECT_EQ(tuned.status().code(), StatusCode::kUnavailable) << tuned.status().ToString();
+}
+
+}  // namespace
+}  // namespace transposed

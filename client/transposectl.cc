@@ -1,0 +1,280 @@
+// transposectl: the command-line client of the transposed daemon.
+//
+//   transposectl [--server ADDR] [--json] [--timeout S] get  --rows R --cols C --dtype T ...
+//   transposectl tune --rows R --cols C --dtype T [--budget S] [--exhaustive]
+//   transposectl devices
+//   transposectl list   [filters] [--candidates] [--limit N]
+//   transposectl delete [filters] [--all]
+//
+// Exit status: 0 success, 1 the daemon answered with an error, 2 usage error, 3 the daemon could
+// not be reached (UNAVAILABLE). Errors go to stderr as "transposectl: CODE: message".
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "client/client.h"
+#include "client/format.h"
+
+namespace transposed {
+namespace {
+
+constexpr char kDefaultServer[] = "127.0.0.1:50051";
+
+struct Globals {
+  std::string server;
+  bool json = false;
+  double timeout = 600;
+};
+
+struct ProblemFlags {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::string dtype;
+  int64_t batch = 1;
+  int64_t ld_in = 0;
+  int64_t ld_out = 0;
+  std::string device;
+  CLI::Option* batch_opt = nullptr;
+  CLI::Option* device_opt = nullptr;
+};
+
+struct FilterFlags {
+  std::string device;
+  std::string fingerprint;
+  std::string dtype;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::string variant;
+  std::string library_version;
+  double older_than_days = -1;
+  CLI::Option* device_opt = nullptr;
+  CLI::Option* older_opt = nullptr;
+};
+
+void AddProblemFlags(CLI::App* cmd, ProblemFlags* f) {
+  cmd->add_option("--rows", f->rows, "Rows of each input matrix")->required();
+  cmd->add_option("--cols", f->cols, "Columns of each input matrix")->required();
+  cmd->add_option("--dtype", f->dtype, "Element type: f16 bf16 f32 f64 i8 u8 i16 i32 i64 c64 c128")
+      ->required();
+  f->batch_opt = cmd->add_option("--batch", f->batch, "Number of matrices (default 1)");
+  cmd->add_option("--ld-in", f->ld_in, "Input row stride in elements (0: dense)");
+  cmd->add_option("--ld-out", f->ld_out, "Output row stride in elements (0: dense)");
+  f->device_opt = cmd->add_option("--device", f->device, "Device index or UUID (default 0)");
+}
+
+void AddFilterFlags(CLI::App* cmd, FilterFlags* f) {
+  f->device_opt = cmd->add_option("--device", f->device, "Device index or UUID of this daemon");
+  cmd->add_option("--fingerprint", f->fingerprint, "Device fingerprint (also of absent devices)");
+  cmd->add_option("--dtype", f->dtype, "Element type");
+  cmd->add_option("--rows", f->rows, "Rows");
+  cmd->add_option("--cols", f->cols, "Columns");
+  cmd->add_option("--variant", f->variant, "Variant name");
+  cmd->add_option("--library-version", f->library_version, "Kernel library version");
+  f->older_opt = cmd->add_option("--older-than-days", f->older_than_days,
+                                 "Entries tuned more than D days ago")
+                     ->check(CLI::NonNegativeNumber);
+}
+
+v1::Problem BuildProblem(const ProblemFlags& f) {
+  v1::Problem p;
+  p.set_rows(f.rows);
+  p.set_cols(f.cols);
+  p.set_dtype(f.dtype);
+  if (f.batch_opt->count() > 0) p.set_batch(f.batch);
+  p.set_ld_in(f.ld_in);
+  p.set_ld_out(f.ld_out);
+  if (f.device_opt->count() > 0) *p.mutable_device() = DeviceFromString(f.device);
+  return p;
+}
+
+v1::EntryFilter BuildFilter(const FilterFlags& f) {
+  v1::EntryFilter filter;
+  if (f.device_opt->count() > 0) *filter.mutable_device() = DeviceFromString(f.device);
+  filter.set_device_fingerprint(f.fingerprint);
+  filter.set_dtype(f.dtype);
+  filter.set_rows(f.rows);
+  filter.set_cols(f.cols);
+  filter.set_variant(f.variant);
+  filter.set_library_version(f.library_version);
+  if (f.older_opt->count() > 0) {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    filter.set_tuned_before_unix_ms(now_ms -
+                                    static_cast<int64_t>(f.older_than_days * 86400.0 * 1000.0));
+  }
+  return filter;
+}
+
+bool FilterEmpty(const v1::EntryFilter& f) {
+  return f.device_fingerprint().empty() && !f.has_device() && f.dtype().empty() && f.rows() == 0 &&
+         f.cols() == 0 && f.variant().empty() && f.tuned_before_unix_ms() == 0 &&
+         f.library_version().empty();
+}
+
+int Fail(const Status& s) {
+  std::cerr << "transposectl: " << s.ToString() << std::endl;
+  return s.code() == StatusCode::kUnavailable ? 3 : 1;
+}
+
+int Usage(const std::string& message) {
+  std::cerr << "transposectl: " << message << std::endl;
+  return 2;
+}
+
+int RunGet(Client& client, const Globals& g, const ProblemFlags& f, bool cache_only) {
+  auto answer = client.GetConfig(BuildProblem(f), cache_only ? v1::CACHE_ONLY : v1::TUNE_IF_MISSING);
+  if (!answer.ok()) return Fail(answer.status());
+  if (g.json) {
+    std::cout << AnswerToJson(*answer).dump(2) << std::endl;
+  } else {
+    std::cout << AnswerToText(*answer);
+  }
+  return 0;
+}
+
+int RunTune(Client& client, const Globals& g, const ProblemFlags& f, double budget,
+            bool exhaustive) {
+  v1::TuneRequest request;
+  *request.mutable_problem() = BuildProblem(f);
+  request.set_budget_seconds(budget);
+  request.set_exhaustive(exhaustive);
+  auto answer = client.Tune(request, [&](const v1::TuneProgress& p) {
+    if (g.json) {
+      std::cout << ProgressToJson(p).dump() << std::endl;  // one object per line, flushed
+    } else if (!p.has_answer()) {
+      std::cout << ProgressToText(p) << std::endl;
+    }
+  });
+  if (!answer.ok()) return Fail(answer.status());
+  if (!g.json) std::cout << "\n" << AnswerToText(*answer);
+  return 0;
+}
+
+int RunDevices(Client& client, const Globals& g) {
+  auto devices = client.ListDevices();
+  if (!devices.ok()) return Fail(devices.status());
+  if (g.json) {
+    nlohmann::ordered_json j;
+    j["devices"] = nlohmann::ordered_json::array();
+    for (const auto& d : *devices) j["devices"].push_back(DeviceToJson(d));
+    std::cout << j.dump(2) << std::endl;
+  } else {
+    for (const auto& d : *devices) std::cout << DeviceToText(d) << "\n";
+    if (devices->empty()) std::cout << "no devices\n";
+  }
+  return 0;
+}
+
+int RunList(Client& client, const Globals& g, const FilterFlags& f, bool candidates, int limit) {
+  v1::ListEntriesRequest request;
+  *request.mutable_filter() = BuildFilter(f);
+  request.set_include_candidates(candidates);
+  request.set_limit(limit);
+  auto entries = client.ListEntries(request);
+  if (!entries.ok()) return Fail(entries.status());
+  if (g.json) {
+    nlohmann::ordered_json j;
+    j["entries"] = nlohmann::ordered_json::array();
+    for (const auto& e : *entries) j["entries"].push_back(EntryToJson(e));
+    std::cout << j.dump(2) << std::endl;
+  } else {
+    for (const auto& e : *entries) std::cout << EntryToText(e) << "\n";
+    std::cout << entries->size() << (entries->size() == 1 ? " entry" : " entries") << "\n";
+  }
+  return 0;
+}
+
+int RunDelete(Client& client, const Globals& g, const FilterFlags& f, bool all) {
+  v1::DeleteEntriesRequest request;
+  *request.mutable_filter() = BuildFilter(f);
+  request.set_all(all);
+  if (FilterEmpty(request.filter()) && !all) {
+    return Usage("delete: an empty filter matches every entry; pass --all to delete them all");
+  }
+  auto deleted = client.DeleteEntries(request);
+  if (!deleted.ok()) return Fail(deleted.status());
+  if (g.json) {
+    nlohmann::ordered_json j;
+    j["deleted"] = *deleted;
+    std::cout << j.dump(2) << std::endl;
+  } else {
+    std::cout << "deleted " << *deleted << (*deleted == 1 ? " entry" : " entries") << "\n";
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  Globals g;
+  const char* env = std::getenv("TRANSPOSED_SERVER");
+  g.server = (env != nullptr && *env != '\0') ? env : kDefaultServer;
+
+  CLI::App app{"transposectl: ask the transposed daemon for the best GPU transpose configuration"};
+  app.require_subcommand(1);
+  app.add_option("--server", g.server, "Daemon address HOST:PORT (env TRANSPOSED_SERVER)")
+      ->capture_default_str();
+  app.add_flag("--json", g.json, "Print JSON instead of text");
+  app.add_option("--timeout", g.timeout, "Deadline of the call in seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
+  ProblemFlags get_flags;
+  bool cache_only = false;
+  CLI::App* get = app.add_subcommand("get", "Best configuration for a problem (tunes on a miss)");
+  AddProblemFlags(get, &get_flags);
+  get->add_flag("--cache-only", cache_only, "Do not tune on a miss: NOT_FOUND instead");
+
+  ProblemFlags tune_flags;
+  double budget = 0;
+  bool exhaustive = false;
+  CLI::App* tune = app.add_subcommand("tune", "Tune a problem now, streaming the candidates");
+  AddProblemFlags(tune, &tune_flags);
+  tune->add_option("--budget", budget, "Tuning budget in seconds (0: the daemon's default)")
+      ->check(CLI::NonNegativeNumber);
+  tune->add_flag("--exhaustive", exhaustive, "Measure every candidate long (slow)");
+
+  CLI::App* devices = app.add_subcommand("devices", "List the daemon's devices");
+
+  FilterFlags list_flags;
+  bool candidates = false;
+  int limit = 0;
+  CLI::App* list = app.add_subcommand("list", "List cached entries");
+  AddFilterFlags(list, &list_flags);
+  list->add_flag("--candidates", candidates, "Show every measured candidate of each entry");
+  list->add_option("--limit", limit, "At most N entries (0: all)")->check(CLI::NonNegativeNumber);
+
+  FilterFlags delete_flags;
+  bool all = false;
+  CLI::App* del = app.add_subcommand("delete", "Delete cached entries matching the filters");
+  AddFilterFlags(del, &delete_flags);
+  del->add_flag("--all", all, "Required to delete with an empty filter");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  ClientOptions options;
+  options.deadline_seconds = g.timeout;
+  auto client = Client::Connect(g.server, options);
+  if (!client.ok()) return Usage(client.status().ToString());
+  Client& c = **client;
+
+  if (get->parsed()) return RunGet(c, g, get_flags, cache_only);
+  if (tune->parsed()) return RunTune(c, g, tune_flags, budget, exhaustive);
+  if (devices->parsed()) return RunDevices(c, g);
+  if (list->parsed()) return RunList(c, g, list_flags, candidates, limit);
+  if (del->parsed()) return RunDelete(c, g, delete_flags, all);
+  return Usage("no subcommand");
+}
+
+}  // namespace
+}  // namespace transposed
+
+int main(int argc, char** argv) { return transposed::Main(argc, argv); }

@@ -1,0 +1,704 @@
+// End-to-end tests of the daemon: each test starts the real `transposed` (CPU backend, fresh
+// database and log in a temp dir, ephemeral port) and drives it through the real `transposectl`
+// binary (and, for concurrency, the C++ Client).
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "client/client.h"
+#include "core/problem.h"
+
+extern char** environ;
+
+namespace transposed {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+const std::string kCtl = std::string(TRANSPOSED_BIN_DIR) + "/transposectl";
+const std::string kDaemon = std::string(TRANSPOSED_DAEMON_DIR) + "/transposed";
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) lines.push_back(line);
+  return lines;
+}
+
+// Spawns argv with stdout/stderr redirected to files; returns the pid (or -1, with errno text).
+pid_t Spawn(const std::vector<std::string>& argv, const fs::path& out, const fs::path& err,
+            const std::vector<std::string>& extra_env, std::string* error) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  for (const auto& e : extra_env) env_storage.push_back(e);
+  std::vector<char*> env;
+  for (auto& e : env_storage) env.push_back(e.data());
+  env.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    *error = "posix_spawn " + argv[0] + ": " + std::strerror(rc);
+    return -1;
+  }
+  return pid;
+}
+
+// Waits for pid up to `timeout`; returns the raw wait status, or nullopt on timeout.
+std::optional<int> WaitFor(pid_t pid, std::chrono::duration<double> timeout) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (r < 0) return std::nullopt;
+    if (std::chrono::steady_clock::now() > end) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string DescribeWait(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "wait status " + std::to_string(status);
+}
+
+struct CtlResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  std::string command;
+  Json json() const {
+    Json j = Json::parse(out, nullptr, /*allow_exceptions=*/false);
+    return j;
+  }
+  std::string Describe() const {
+    return "$ " + command + "\n-> exit " + std::to_string(exit_code) + "\nstdout:\n" + out +
+           "\nstderr:\n" + err;
+  }
+};
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/transposectl_test.XXXXXX";
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/transposectl_test.XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    char* d = mkdtemp(buf.data());
+    if (d == nullptr) d = mkdtemp(tmpl);
+    ASSERT_NE(d, nullptr) << "mkdtemp: " << std::strerror(errno);
+    dir_ = d;
+    db_ = dir_ / "cache.db";
+    log_ = dir_ / "daemon.log";
+    ASSERT_TRUE(fs::exists(kCtl)) << "transposectl binary missing: " << kCtl;
+    ASSERT_TRUE(fs::exists(kDaemon))
+        << "the daemon binary is missing: " << kDaemon
+        << " (build the `transposed` target of server/ in the same build directory)";
+    StartDaemon();
+  }
+
+  void TearDown() override {
+    if (pid_ > 0) StopDaemon();
+    if (!HasFailure()) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    } else {
+      std::cerr << "kept the test directory for inspection: " << dir_ << "\n"
+                << "daemon log tail:\n"
+                << Tail(ReadFile(log_), 40) << "daemon stderr tail:\n"
+                << Tail(ReadFile(dir_ / "daemon.err"), 20);
+    }
+  }
+
+  static std::string Tail(const std::string& text, size_t n) {
+    auto lines = Lines(text);
+    std::string out;
+    for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i)
+      out += "  " + lines[i] + "\n";
+    return out;
+  }
+
+  void StartDaemon() {
+    fs::path port_file = dir_ / "port";
+    fs::remove(port_file);
+    ++starts_;
+    std::vector<std::string> argv = {kDaemon,         "--listen",    "127.0.0.1:0",
+                                     "--port-file",   port_file,     "--db",
+                                     db_,             "--backend",   "cpu",
+                                     "--log-file",    log_,          "--log-level",
+                                     "info",          "--tune-budget", "5"};
+    std::string error;
+    pid_ = Spawn(argv, dir_ / ("daemon" + std::to_string(starts_) + ".out"), dir_ / "daemon.err",
+                 {}, &error);
+    ASSERT_GT(pid_, 0) << error;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (true) {
+      std::string text = ReadFile(port_file);
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+      char* endp = nullptr;
+      long port = text.empty() ? 0 : std::strtol(text.c_str(), &endp, 10);
+      if (port > 0 && port < 65536 && endp != nullptr && *endp == '\0') {
+        port_ = static_cast<int>(port);
+        address_ = "127.0.0.1:" + std::to_string(port_);
+        return;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL() << "the daemon exited before serving (" << DescribeWait(status) << ")\nstderr:\n"
+               << ReadFile(dir_ / "daemon.err") << "\nlog:\n"
+               << ReadFile(log_);
+      }
+      if (std::chrono::steady_clock::now() > end) {
+        FAIL() << "the daemon did not write its port file " << port_file << " within 60 s";
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // SIGTERM, then expects a graceful exit with status 0 within 30 s.
+  void StopDaemon() {
+    ASSERT_GT(pid_, 0);
+    ASSERT_EQ(kill(pid_, SIGTERM), 0) << std::strerror(errno);
+    auto status = WaitFor(pid_, std::chrono::seconds(30));
+    if (!status) {
+      kill(pid_, SIGKILL);
+      WaitFor(pid_, std::chrono::seconds(10));
+      pid_ = -1;
+      FAIL() << "the daemon did not exit within 30 s of SIGTERM";
+    }
+    pid_ = -1;
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << "the daemon should exit 0 on SIGTERM, got " << DescribeWait(*status);
+  }
+
+  // Runs transposectl against this daemon (--server and a timeout are prepended).
+  CtlResult Ctl(const std::vector<std::string>& args, bool with_server = true,
+                const std::vector<std::string>& extra_env = {}) {
+    std::vector<std::string> argv = {kCtl};
+    if (with_server) {
+      argv.push_back("--server");
+      argv.push_back(address_);
+    }
+    argv.push_back("--timeout");
+    argv.push_back("120");
+    argv.insert(argv.end(), args.begin(), args.end());
+    CtlResult r;
+    for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
+    const int n = ++ctl_runs_;
+    fs::path out = dir_ / ("ctl" + std::to_string(n) + ".out");
+    fs::path err = dir_ / ("ctl" + std::to_string(n) + ".err");
+    std::string error;
+    pid_t pid = Spawn(argv, out, err, extra_env, &error);
+    if (pid <= 0) {
+      r.err = error;
+      return r;
+    }
+    auto status = WaitFor(pid, std::chrono::seconds(180));
+    if (!status) {
+      kill(pid, SIGKILL);
+      WaitFor(pid, std::chrono::seconds(10));
+      r.err = "transposectl timed out";
+      return r;
+    }
+    r.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+    r.out = ReadFile(out);
+    r.err = ReadFile(err);
+    return r;
+  }
+
+  // `transposectl --json get` for a problem; expects success and returns the parsed object.
+  Json GetJson(const std::vector<std::string>& problem_args) {
+    std::vector<std::string> args = {"--json", "get"};
+    args.insert(args.end(), problem_args.begin(), problem_args.end());
+    CtlResult r = Ctl(args);
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    Json j = r.json();
+    EXPECT_TRUE(j.is_object()) << "stdout is not one JSON object:\n" << r.Describe();
+    return j.is_object() ? j : Json::object();
+  }
+
+  // Lines of the daemon log that start a tune of `key` (all tunes when key is empty).
+  int TuneStarts(const std::string& key) {
+    int n = 0;
+    for (const auto& line : Lines(ReadFile(log_))) {
+      if (line.find("tune start") == std::string::npos) continue;
+      if (key.empty()) {
+        ++n;
+        continue;
+      }
+      const std::string needle = "problem=" + key;
+      size_t pos = line.find(needle);
+      if (pos == std::string::npos) continue;
+      size_t after = pos + needle.size();
+      if (after == line.size() || line[after] == ' ' || line[after] == '\t' || line[after] == '\r')
+        ++n;
+    }
+    return n;
+  }
+
+  fs::path dir_, db_, log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int starts_ = 0;
+  int ctl_runs_ = 0;
+  std::string address_;
+};
+
+void ExpectTunedAnswer(const Json& j, const std::string& context) {
+  SCOPED_TRACE(context);
+  ASSERT_TRUE(j.is_object());
+  for (const char* field :
+       {"variant", "params", "gbps", "ceiling_gbps", "ratio", "source", "device", "problem",
+        "tuned_at", "candidates_tried", "candidates_valid", "tune_seconds", "rel_spread"}) {
+    EXPECT_TRUE(j.contains(field)) << "missing field " << field << " in " << j.dump();
+  }
+  if (!j.contains("variant") || !j.contains("device")) return;
+  EXPECT_FALSE(j["variant"].get<std::string>().empty()) << j.dump();
+  EXPECT_TRUE(j["params"].is_object()) << j.dump();
+  EXPECT_GT(j["gbps"].get<double>(), 0) << j.dump();
+  EXPECT_GT(j["ceiling_gbps"].get<double>(), 0) << j.dump();
+  const double ratio = j["ratio"].get<double>();
+  EXPECT_GT(ratio, 0) << j.dump();
+  EXPECT_LT(ratio, 1.5) << j.dump();
+  EXPECT_NEAR(ratio, j["gbps"].get<double>() / j["ceiling_gbps"].get<double>(), 1e-6 * ratio + 1e-9);
+  EXPECT_GE(j["rel_spread"].get<double>(), 0) << j.dump();
+  EXPECT_GE(j["candidates_tried"].get<int>(), 1) << j.dump();
+  EXPECT_GE(j["candidates_valid"].get<int>(), 1) << j.dump();
+  EXPECT_LE(j["candidates_valid"].get<int>(), j["candidates_tried"].get<int>()) << j.dump();
+  EXPECT_GE(j["tune_seconds"].get<double>(), 0) << j.dump();
+  EXPECT_TRUE(std::regex_match(j["tuned_at"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
+      << j["tuned_at"];
+  // Tuned within the last hour (and not in the future by more than clock skew).
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  EXPECT_NEAR(static_cast<double>(j["tuned_at_unix_ms"].get<int64_t>()),
+              static_cast<double>(now_ms), 3600e3);
+  const Json& d = j["device"];
+  EXPECT_EQ(d["index"], 0) << d.dump();
+  EXPECT_EQ(d["backend"], "cpu") << d.dump();
+  EXPECT_FALSE(d["name"].get<std::string>().empty()) << d.dump();
+  EXPECT_FALSE(d["uuid"].get<std::string>().empty()) << d.dump();
+  EXPECT_FALSE(d["fingerprint"].get<std::string>().empty()) << d.dump();
+}
+
+// (a) A miss tunes; the second call is a cache hit with the same variant.
+TEST_F(DaemonTest, MissTunesThenHitsCache) {
+  const std::vector<std::string> problem = {"--rows", "96", "--cols", "160", "--dtype", "f32"};
+  Json first = GetJson(problem);
+  ExpectTunedAnswer(first, "first get");
+  EXPECT_EQ(first["source"], "tuned") << first.dump();
+  EXPECT_EQ(first["problem"]["rows"], 96);
+  EXPECT_EQ(first["problem"]["cols"], 160);
+  EXPECT_EQ(first["problem"]["dtype"], "f32");
+
+  Json second = GetJson(problem);
+  ExpectTunedAnswer(second, "second get");
+  EXPECT_EQ(second["source"], "cache") << second.dump();
+  EXPECT_EQ(second["variant"], first["variant"]);
+  EXPECT_EQ(second["params"], first["params"]);
+  EXPECT_EQ(second["tuned_at"], first["tuned_at"]);
+  EXPECT_EQ(second["device"]["fingerprint"], first["device"]["fingerprint"]);
+
+  // The text form: a key/value table with the same answer.
+  std::vector<std::string> args = {"get"};
+  args.insert(args.end(), problem.begin(), problem.end());
+  CtlResult text = Ctl(args);
+  ASSERT_EQ(text.exit_code, 0) << text.Describe();
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("variant: +" +
+                                                     first["variant"].get<std::string>())))
+      << text.out;
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("source: +cache"))) << text.out;
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("bandwidth: +[0-9.]+ GB/s"))) << text.out;
+
+  StopDaemon();
+  EXPECT_EQ(TuneStarts(Problem{96, 160, 1, DType::kF32}.Key()), 1) << ReadFile(log_);
+}
+
+// (b) A restart on the same database keeps the cache.
+TEST_F(DaemonTest, RestartKeepsCache) {
+  const std::vector<std::string> problem = {"--rows", "72", "--cols", "136", "--dtype", "f64"};
+  Json first = GetJson(problem);
+  EXPECT_EQ(first["source"], "tuned") << first.dump();
+  StopDaemon();
+  if (HasFatalFailure()) return;
+  StartDaemon();
+  if (HasFatalFailure()) return;
+
+  std::vector<std::string> cache_only = problem;
+  cache_only.push_back("--cache-only");
+  Json after = GetJson(cache_only);
+  EXPECT_EQ(after["source"], "cache") << after.dump();
+  EXPECT_EQ(after["variant"], first["variant"]);
+  Json again = GetJson(problem);
+  EXPECT_EQ(again["source"], "cache") << again.dump();
+  EXPECT_EQ(again["variant"], first["variant"]);
+  StopDaemon();
+  // Two daemon runs, one tune in all.
+  EXPECT_EQ(TuneStarts(Problem{72, 136, 1, DType::kF64}.Key()), 1) << ReadFile(log_);
+}
+
+// (c) 32 concurrent requests for one new problem share one tune.
+TEST_F(DaemonTest, ConcurrentRequestsShareOneTune) {
+  Problem problem;
+  problem.rows = 200;
+  problem.cols = 136;
+  problem.dtype = DType::kF32;
+  constexpr int kThreads = 32;
+  ClientOptions options;
+  options.deadline_seconds = 120;
+  auto shared = Client::Connect(address_, options);
+  ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+  ASSERT_TRUE((*shared)->WaitForConnected(30).ok());
+
+  std::vector<StatusOr<v1::Answer>> results(kThreads, Status::Internal("not run"));
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      // Half the threads share one client (one channel), half have their own.
+      std::unique_ptr<Client> own;
+      Client* client = shared->get();
+      if (i % 2 == 1) {
+        auto c = Client::Connect(address_, options);
+        if (!c.ok()) {
+          results[i] = c.status();
+          ready++;
+          return;
+        }
+        own = std::move(*c);
+        client = own.get();
+      }
+      ready++;
+      while (!go.load()) std::this_thread::yield();
+      results[i] = client->GetConfig(problem, DeviceByIndex(0));
+    });
+  }
+  while (ready.load() < kThreads) std::this_thread::yield();
+  go = true;
+  for (auto& t : threads) t.join();
+
+  std::set<std::string> variants;
+  int tuned = 0;
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_TRUE(results[i].ok()) << "request " << i << ": " << results[i].status().ToString();
+    variants.insert(results[i]->variant().name());
+    if (results[i]->source() == v1::SOURCE_TUNED) ++tuned;
+    EXPECT_GT(results[i]->gbps(), 0);
+  }
+  EXPECT_EQ(variants.size(), 1u) << "all requests must get the same variant";
+  EXPECT_FALSE(variants.begin()->empty());
+  EXPECT_GE(tuned, 1) << "the first request must have tuned";
+
+  StopDaemon();  // flushes the log
+  EXPECT_EQ(TuneStarts(problem.Key()), 1)
+      << "expected exactly one `tune start ... problem=" << problem.Key()
+      << "` line in the daemon log:\n"
+      << ReadFile(log_);
+}
+
+// (d) Bad inputs get the right status, name the field, and the daemon keeps serving.
+TEST_F(DaemonTest, BadInputsAreRejectedAndDaemonKeepsServing) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string code;
+    std::string field;  // must appear in stderr after the code
+  };
+  const std::string big = std::to_string(int64_t{1} << 40);
+  const std::string mega = std::to_string(int64_t{1} << 20);
+  const std::vector<Case> cases = {
+      {{"--rows", "0", "--cols", "64", "--dtype", "f32"}, "INVALID_ARGUMENT", "rows"},
+      {{"--rows", "64", "--cols=-1", "--dtype", "f32"}, "INVALID_ARGUMENT", "cols"},
+      {{"--rows", "64", "--cols", "-1", "--dtype", "f32"}, "INVALID_ARGUMENT", "cols"},
+      {{"--rows", "64", "--cols", "64", "--dtype", "f32", "--batch", "0"},
+       "INVALID_ARGUMENT",
+       "batch"},
+      {{"--rows", "64", "--cols", "64", "--dtype", "f17"}, "INVALID_ARGUMENT", "dtype"},
+      {{"--rows", "64", "--cols", "64", "--dtype", "f32", "--ld-in", "32"},
+       "INVALID_ARGUMENT",
+       "ld_in"},
+      {{"--rows", "64", "--cols", "64", "--dtype", "f32", "--ld-out", "63"},
+       "INVALID_ARGUMENT",
+       "ld_out"},
+      {{"--rows", big, "--cols", big, "--dtype", "f32"}, "INVALID_ARGUMENT", "rows"},
+      {{"--rows", mega, "--cols", mega, "--dtype", "f64"}, "RESOURCE_EXHAUSTED", ""},
+      {{"--rows", "64", "--cols", "64", "--dtype", "f32", "--device", "99"}, "NOT_FOUND", ""},
+      {{"--rows", "64", "--cols", "64", "--dtype", "f32", "--device", "no-such-uuid"},
+       "NOT_FOUND",
+       ""},
+      {{"--rows", "64", "--cols", "64", "--dtype", "f32", "--cache-only"}, "NOT_FOUND", ""},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"get"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    CtlResult r = Ctl(args);
+    SCOPED_TRACE(r.Describe());
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err.rfind("transposectl: " + c.code + ": ", 0), 0u) << "stderr: " << r.err;
+    if (!c.field.empty()) {
+      const size_t after_code = r.err.find(c.code);
+      EXPECT_NE(r.err.find(c.field, after_code == std::string::npos ? 0 : after_code),
+                std::string::npos)
+          << "the message should name `" << c.field << "`";
+    }
+    EXPECT_TRUE(r.out.empty()) << "nothing on stdout for an error";
+  }
+  // The --json flag does not change error reporting.
+  CtlResult j = Ctl({"--json", "get", "--rows", "0", "--cols", "8", "--dtype", "f32"});
+  EXPECT_EQ(j.exit_code, 1) << j.Describe();
+  EXPECT_EQ(j.err.rfind("transposectl: INVALID_ARGUMENT: ", 0), 0u) << j.Describe();
+
+  // Still serving: a valid request tunes and answers.
+  Json ok = GetJson({"--rows", "64", "--cols", "64", "--dtype", "f32"});
+  ExpectTunedAnswer(ok, "valid get after bad ones");
+  EXPECT_EQ(ok["source"], "tuned");
+  Json dev = GetJson({"--rows", "64", "--cols", "64", "--dtype", "f32", "--device", "0"});
+  EXPECT_EQ(dev["source"], "cache");
+
+  StopDaemon();
+  // None of the bad requests (nor the cache-only miss) started a tune.
+  EXPECT_EQ(TuneStarts(""), 1) << ReadFile(log_);
+}
+
+// Usage errors exit 2; an unreachable daemon exits 3; TRANSPOSED_SERVER sets the default server.
+TEST_F(DaemonTest, ExitStatusesAndServerFromEnvironment) {
+  CtlResult missing = Ctl({"get", "--rows", "5", "--dtype", "f32"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.Describe();
+  CtlResult unknown = Ctl({"frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.Describe();
+  CtlResult help = Ctl({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.Describe();
+  EXPECT_NE(help.out.find("tune"), std::string::npos) << help.Describe();
+
+  // Nothing listens on port 1.
+  CtlResult down = Ctl({"--server", "127.0.0.1:1", "devices"}, /*with_server=*/false);
+  EXPECT_EQ(down.exit_code, 3) << down.Describe();
+  EXPECT_EQ(down.err.rfind("transposectl: UNAVAILABLE: ", 0), 0u) << down.Describe();
+
+  CtlResult env = Ctl({"--json", "devices"}, /*with_server=*/false,
+                      {"TRANSPOSED_SERVER=" + address_});
+  ASSERT_EQ(env.exit_code, 0) << env.Describe();
+  EXPECT_TRUE(env.json().contains("devices")) << env.Describe();
+  // --server wins over the environment.
+  CtlResult both = Ctl({"--server", address_, "devices"}, /*with_server=*/false,
+                       {"TRANSPOSED_SERVER=127.0.0.1:1"});
+  EXPECT_EQ(both.exit_code, 0) << both.Describe();
+}
+
+// (e) devices, list, delete.
+TEST_F(DaemonTest, DevicesListDelete) {
+  CtlResult devices = Ctl({"--json", "devices"});
+  ASSERT_EQ(devices.exit_code, 0) << devices.Describe();
+  Json dj = devices.json();
+  ASSERT_TRUE(dj.contains("devices") && dj["devices"].is_array() && !dj["devices"].empty())
+      << devices.Describe();
+  const Json& d0 = dj["devices"][0];
+  EXPECT_EQ(d0["index"], 0);
+  EXPECT_EQ(d0["backend"], "cpu");
+  EXPECT_FALSE(d0["uuid"].get<std::string>().empty());
+  EXPECT_FALSE(d0["fingerprint"].get<std::string>().empty());
+  EXPECT_FALSE(d0["library_version"].get<std::string>().empty());
+  EXPECT_GT(d0["memory_bytes"].get<uint64_t>(), 0u);
+  const std::string uuid = d0["uuid"];
+  const std::string fingerprint = d0["fingerprint"];
+  CtlResult devices_text = Ctl({"devices"});
+  ASSERT_EQ(devices_text.exit_code, 0) << devices_text.Describe();
+  EXPECT_NE(devices_text.out.find(uuid), std::string::npos) << devices_text.Describe();
+
+  Json a = GetJson({"--rows", "64", "--cols", "96", "--dtype", "f32"});
+  Json b = GetJson({"--rows", "80", "--cols", "48", "--dtype", "f32", "--device", uuid});
+  Json c = GetJson({"--rows", "64", "--cols", "96", "--dtype", "f64"});
+  EXPECT_EQ(b["device"]["uuid"], uuid);
+
+  auto list = [&](std::vector<std::string> filters) -> Json {
+    std::vector<std::string> args = {"--json", "list"};
+    args.insert(args.end(), filters.begin(), filters.end());
+    CtlResult r = Ctl(args);
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    Json j = r.json();
+    EXPECT_TRUE(j.is_object() && j.contains("entries")) << r.Describe();
+    return j.is_object() && j.contains("entries") ? j["entries"] : Json::array();
+  };
+
+  Json all = list({});
+  ASSERT_EQ(all.size(), 3u) << all.dump(2);
+  std::set<std::string> keys;
+  for (const auto& e : all) {
+    keys.insert(std::to_string(e["problem"]["rows"].get<int64_t>()) + "x" +
+                std::to_string(e["problem"]["cols"].get<int64_t>()) + "." +
+                e["problem"]["dtype"].get<std::string>());
+    EXPECT_FALSE(e["variant"].get<std::string>().empty());
+    EXPECT_FALSE(e.contains("candidates")) << "candidates only with --candidates";
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"64x96.f32", "80x48.f32", "64x96.f64"}));
+
+  EXPECT_EQ(list({"--dtype", "f64"}).size(), 1u);
+  EXPECT_EQ(list({"--rows", "64", "--cols", "96"}).size(), 2u);
+  EXPECT_EQ(list({"--rows", "80"}).size(), 1u);
+  EXPECT_EQ(list({"--limit", "1"}).size(), 1u);
+  EXPECT_EQ(list({"--device", "0"}).size(), 3u);
+  EXPECT_EQ(list({"--device", uuid}).size(), 3u);
+  EXPECT_EQ(list({"--fingerprint", fingerprint}).size(), 3u);
+  EXPECT_EQ(list({"--fingerprint", "no-such-fingerprint"}).size(), 0u);
+  EXPECT_EQ(list({"--variant", a["variant"].get<std::string>(), "--rows", "64", "--cols", "96",
+                  "--dtype", "f32"})
+                .size(),
+            1u);
+  EXPECT_EQ(list({"--library-version", d0["library_version"].get<std::string>()}).size(), 3u);
+  EXPECT_EQ(list({"--library-version", "0.0.0-none"}).size(), 0u);
+  EXPECT_EQ(list({"--older-than-days", "1"}).size(), 0u) << "everything was tuned just now";
+
+  // --candidates: every measured candidate of each entry, the winner among them.
+  Json with = list({"--candidates", "--dtype", "f64"});
+  ASSERT_EQ(with.size(), 1u);
+  ASSERT_TRUE(with[0].contains("candidates")) << with.dump(2);
+  std::set<std::string> names;
+  for (const auto& cand : with[0]["candidates"]) names.insert(cand["variant"].get<std::string>());
+  EXPECT_EQ(static_cast<int>(names.size()), with[0]["candidates_tried"].get<int>())
+      << "one distinct candidate per candidate tried: " << with.dump(2);
+  EXPECT_EQ(names.count(c["variant"].get<std::string>()), 1u) << "the winner is a candidate";
+  CtlResult list_text = Ctl({"list", "--candidates", "--dtype", "f64"});
+  ASSERT_EQ(list_text.exit_code, 0) << list_text.Describe();
+  EXPECT_GE(Lines(list_text.out).size(), names.size() + 1) << list_text.Describe();
+
+  // delete: an empty filter needs --all (refused by transposectl, and by the daemon).
+  CtlResult refused = Ctl({"delete"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.Describe();
+  EXPECT_NE(refused.err.find("--all"), std::string::npos) << refused.Describe();
+  {
+    auto client = Client::Connect(address_);
+    ASSERT_TRUE(client.ok());
+    v1::DeleteEntriesRequest request;  // empty filter, all = false
+    auto deleted = (*client)->DeleteEntries(request);
+    EXPECT_FALSE(deleted.ok()) << "the daemon deleted " << *deleted
+                               << " entries for an empty filter without all";
+  }
+  EXPECT_EQ(list({}).size(), 3u);
+
+  CtlResult del = Ctl({"--json", "delete", "--dtype", "f64"});
+  ASSERT_EQ(del.exit_code, 0) << del.Describe();
+  EXPECT_EQ(del.json()["deleted"], 1) << del.Describe();
+  Json left = list({});
+  EXPECT_EQ(left.size(), 2u);
+  for (const auto& e : left) EXPECT_EQ(e["problem"]["dtype"], "f32");
+  CtlResult gone = Ctl({"get", "--rows", "64", "--cols", "96", "--dtype", "f64", "--cache-only"});
+  EXPECT_EQ(gone.exit_code, 1) << gone.Describe();
+  EXPECT_EQ(gone.err.rfind("transposectl: NOT_FOUND: ", 0), 0u) << gone.Describe();
+
+  CtlResult del_text = Ctl({"delete", "--all"});
+  ASSERT_EQ(del_text.exit_code, 0) << del_text.Describe();
+  EXPECT_NE(del_text.out.find("deleted 2"), std::string::npos) << del_text.Describe();
+  EXPECT_EQ(list({}).size(), 0u);
+}
+
+// (f) tune streams one progress line per candidate, then the answer.
+TEST_F(DaemonTest, TuneStreamsProgressThenAnswer) {
+  CtlResult text = Ctl({"tune", "--rows", "128", "--cols", "96", "--dtype", "f32", "--budget", "3"});
+  ASSERT_EQ(text.exit_code, 0) << text.Describe();
+  const std::regex progress(R"(^\[(\d+)/(\d+)\] (\S+)  ([0-9.]+) GB/s  (valid|invalid).*$)");
+  int progress_lines = 0, last_index = 0, total = -1;
+  bool table = false;
+  for (const auto& line : Lines(text.out)) {
+    std::smatch m;
+    if (std::regex_match(line, m, progress)) {
+      EXPECT_FALSE(table) << "progress after the answer: " << line;
+      ++progress_lines;
+      const int index = std::stoi(m[1]);
+      EXPECT_GT(index, last_index) << line;
+      last_index = index;
+      if (total < 0) total = std::stoi(m[2]);
+      EXPECT_EQ(std::stoi(m[2]), total) << line;
+    } else if (line.rfind("variant:", 0) == 0) {
+      table = true;
+    }
+  }
+  EXPECT_GE(progress_lines, 1) << text.Describe();
+  EXPECT_GE(progress_lines, total) << "at least one line per candidate of the quick pass\n"
+                                   << text.Describe();
+  EXPECT_TRUE(table) << text.Describe();
+  EXPECT_TRUE(std::regex_search(text.out, std::regex("source: +tuned"))) << text.Describe();
+
+  // --json: one object per line, candidates then the answer.
+  CtlResult js =
+      Ctl({"--json", "tune", "--rows", "128", "--cols", "96", "--dtype", "f32", "--budget", "3"});
+  ASSERT_EQ(js.exit_code, 0) << js.Describe();
+  auto lines = Lines(js.out);
+  ASSERT_GE(lines.size(), 2u) << js.Describe();
+  int candidates = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Json j = Json::parse(lines[i], nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "line " << i << " is not a JSON object: " << lines[i];
+    if (i + 1 < lines.size()) {
+      EXPECT_EQ(j["event"], "candidate") << lines[i];
+      EXPECT_FALSE(j["variant"].get<std::string>().empty()) << lines[i];
+      EXPECT_TRUE(j.contains("valid") && j.contains("gbps")) << lines[i];
+      ++candidates;
+    } else {
+      EXPECT_EQ(j["event"], "answer") << lines[i];
+      ExpectTunedAnswer(j, "tune --json answer");
+      EXPECT_EQ(j["source"], "tuned") << lines[i];
+    }
+  }
+  EXPECT_GE(candidates, 1);
+
+  // The tuned winner is what get now answers from the cache.
+  Json cached = GetJson({"--rows", "128", "--cols", "96", "--dtype", "f32", "--cache-only"});
+  EXPECT_EQ(cached["source"], "cache");
+  EXPECT_EQ(cached["variant"], Json::parse(lines.back(), nullptr, false)["variant"]);
+
+  // A bad problem fails the stream with the daemon's status.
+  CtlResult bad = Ctl({"tune", "--rows", "0", "--cols", "96", "--dtype", "f32"});
+  EXPECT_EQ(bad.exit_code, 1) << bad.Describe();
+  EXPECT_EQ(bad.err.rfind("transposectl: INVALID_ARGUMENT: ", 0), 0u) << bad.Describe();
+}
+
+}  // namespace
+}  // namespace transposed
