@@ -1,0 +1,205 @@
+// GPU tests of the CUDA backend (label gpu): every candidate checks bit-exact, measurements are
+// sane against the copy ceiling, and a deliberately faulting candidate is survived.
+// The worker is found through $TRANSPOSED_WORKER, else next to this binary.
+#include "tuner/cuda/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tuner/cuda/worker_constants.h"
+#include "tuner/tuner.h"
+
+namespace transposed {
+namespace {
+
+using nlohmann::json;
+
+Problem Make(int64_t rows, int64_t cols, DType t, int64_t batch = 1, int64_t ld_in = 0,
+             int64_t ld_out = 0) {
+  Problem p;
+  p.rows = rows;
+  p.cols = cols;
+  p.dtype = t;
+  p.batch = batch;
+  p.ld_in = ld_in;
+  p.ld_out = ld_out;
+  return p;
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    CudaBackendOptions o;
+    auto b = MakeCudaBackends(o);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_FALSE(b->empty()) << "no GPU visible";
+    backends_ = new std::vector<std::unique_ptr<Backend>>(std::move(*b));
+  }
+  static void TearDownTestSuite() {
+    delete backends_;
+    backends_ = nullptr;
+  }
+  Backend& gpu() { return *(*backends_)[0]; }
+  static std::vector<std::unique_ptr<Backend>>* backends_;
+};
+std::vector<std::unique_ptr<Backend>>* CudaBackendTest::backends_ = nullptr;
+
+TEST_F(CudaBackendTest, DescribesTheDevice) {
+  const DeviceInfo& d = gpu().device();
+  EXPECT_EQ(d.backend, "cuda");
+  EXPECT_EQ(d.uuid.rfind("GPU-", 0), 0u) << d.uuid;
+  EXPECT_EQ(d.uuid.size(), 40u) << d.uuid;
+  EXPECT_FALSE(d.name.empty());
+  EXPECT_GT(d.memory_bytes, 1ULL << 30);
+  for (const char* k : {"compute_capability", "sm_count", "l2_bytes", "driver_version",
+                        "runtime_version", "memory_bus_width", "shared_mem_per_block_optin"}) {
+    ASSERT_TRUE(d.attributes.count(k)) << k;
+  }
+  EXPECT_GT(std::stoll(d.attributes.at("l2_bytes")), 0);
+  EXPECT_GT(std::stoll(d.attributes.at("sm_count")), 0);
+  EXPECT_FALSE(d.library_version.empty());
+  std::printf("device: %s %s cc %s, %s SMs, L2 %s B\n", d.name.c_str(), d.uuid.c_str(),
+              d.attributes.at("compute_capability").c_str(), d.attributes.at("sm_count").c_str(),
+              d.attributes.at("l2_bytes").c_str());
+}
+
+TEST_F(CudaBackendTest, EveryCandidateChecksBitExact) {
+  const Problem problems[] = {
+      Make(1000, 777, DType::kF32),
+      Make(4097, 3001, DType::kF16, 1, 3008, 4100),  // gaps on both sides
+      Make(65536, 8, DType::kI8),                    // skinny, tall
+      Make(8, 65536, DType::kF32),                   // skinny, wide
+      Make(130, 257, DType::kF64, 3),                // batched, odd
+      Make(64, 96, DType::kC128),                    // 16-byte elements
+  };
+  for (const Problem& p : problems) {
+    auto cands = gpu().Candidates(p);
+    ASSERT_FALSE(cands.empty()) << p.ToString();
+    auto session = gpu().Open(p);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    int checked = 0;
+    for (const Candidate& c : cands) {
+      Status s = (*session)->Check(c);
+      EXPECT_TRUE(s.ok()) << p.ToString() << " " << c.name << ": " << s.ToString();
+      ++checked;
+    }
+    std::printf("%s: %d candidates checked\n", p.ToString().c_str(), checked);
+  }
+}
+
+TEST_F(CudaBackendTest, UnknownOrUnfitCandidateIsRejected) {
+  auto session = gpu().Open(Make(256, 256, DType::kF32));
+  ASSERT_TRUE(session.ok());
+  EXPECT_FALSE((*session)->Check(Candidate{"no.such.kernel", {}}).ok());
+  // The fault candidate exists only when enabled: refused, not run.
+  Status s = (*session)->Check(Candidate{cuda_worker::kFaultCandidateName, {}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  // The session still works.
+  auto cands = gpu().Candidates(Make(256, 256, DType::kF32));
+  EXPECT_TRUE((*session)->Check(cands.front()).ok());
+}
+
+TEST_F(CudaBackendTest, MeasurementsAreSaneAndRotateBeyondL2) {
+  const int64_t l2 = std::stoll(gpu().device().attributes.at("l2_bytes"));
+  for (const Problem& p : {Make(1024, 1024, DType::kF32), Make(8192, 8192, DType::kF32)}) {
+    auto session = gpu().Open(p);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    MeasureOptions opt{2, 10, 0.005, 1000};
+    auto ceiling = (*session)->MeasureCeiling(opt);
+    ASSERT_TRUE(ceiling.ok()) << ceiling.status().ToString();
+    ASSERT_TRUE(ceiling->valid);
+    EXPECT_GT(ceiling->median_s, 0);
+    EXPECT_GE(ceiling->samples, 10);
+    json cm = json::parse(ceiling->method);
+    EXPECT_EQ(cm.value("timer", ""), "cuda_event");
+    EXPECT_TRUE(cm.value("ceiling_kind", "") == "memcpy_d2d" ||
+                cm.value("ceiling_kind", "") == "copy16_kernel");
+    double best = 0;
+    std::string best_name;
+    for (const Candidate& c : gpu().Candidates(p)) {
+      ASSERT_TRUE((*session)->Check(c).ok()) << c.name;
+      auto m = (*session)->Measure(c, opt);
+      ASSERT_TRUE(m.ok()) << c.name << ": " << m.status().ToString();
+      ASSERT_TRUE(m->valid);
+      EXPECT_GT(m->median_s, 0);
+      EXPECT_LE(m->min_s, m->median_s);
+      EXPECT_GE(m->max_s, m->median_s);
+      EXPECT_GE(m->samples, opt.min_samples);
+      json mj = json::parse(m->method);
+      EXPECT_EQ(mj.value("timer", ""), "cuda_event");
+      EXPECT_GE(mj.value("buffers", 0), 1);
+      const int64_t ws = mj.value("working_set_bytes", int64_t{0});
+      // Enough buffers to exceed 2x L2, unless one pair alone already does.
+      EXPECT_TRUE(ws > 2 * l2 || mj.value("buffers", 0) == 1) << m->method;
+      EXPECT_GT(ws, l2) << m->method;
+      const double g = EffectiveGBps(p.bytes(), m->median_s);
+      if (g > best) {
+        best = g;
+        best_name = c.name;
+      }
+    }
+    const double ceil_g = EffectiveGBps(p.bytes(), ceiling->median_s);
+    std::printf("%s: best %s %.1f GB/s, ceiling %.1f GB/s (%s), ratio %.3f\n",
+                p.ToString().c_str(), best_name.c_str(), best, ceil_g,
+                cm.value("ceiling_kind", "").c_str(), best / ceil_g);
+    EXPECT_GT(best, 0);
+    EXPECT_LT(best / ceil_g, 1.2);
+    EXPECT_GT(best / ceil_g, 0.3);  // the family's best is a real transpose kernel
+  }
+}
+
+TEST_F(CudaBackendTest, TooLargeProblemIsResourceExhausted) {
+  const uint64_t mem = gpu().device().memory_bytes;
+  Problem p = Make(static_cast<int64_t>(mem / 4 / 65536) + 1024, 65536, DType::kF32);
+  auto s = gpu().Open(p);
+  EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted) << s.status().ToString();
+}
+
+TEST(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
+  CudaBackendOptions o;
+  o.enable_test_faults = true;
+  auto b = MakeCudaBackends(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_FALSE(b->empty());
+  Backend& gpu = *(*b)[0];
+  const Problem p = Make(2048, 2048, DType::kF32);
+  auto cands = gpu.Candidates(p);
+  ASSERT_EQ(cands.back().name, cuda_worker::kFaultCandidateName);
+
+  TuneOptions opt;
+  auto r = RunTune(gpu, p, opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  bool saw = false;
+  for (const auto& c : r->candidates) {
+    if (c.candidate.name != cuda_worker::kFaultCandidateName) {
+      EXPECT_TRUE(c.measurement.valid) << c.candidate.name << ": " << c.measurement.error;
+      continue;
+    }
+    saw = true;
+    EXPECT_FALSE(c.measurement.valid);
+    EXPECT_NE(c.measurement.error.find("worker died"), std::string::npos) << c.measurement.error;
+    EXPECT_NE(c.measurement.error.find("IllegalAddress"), std::string::npos)
+        << c.measurement.error;
+    EXPECT_NE(c.measurement.error.find("restarted"), std::string::npos) << c.measurement.error;
+    std::printf("fault recorded: %s\n", c.measurement.error.c_str());
+  }
+  EXPECT_TRUE(saw);
+  EXPECT_NE(r->best.name, cuda_worker::kFaultCandidateName);
+  EXPECT_TRUE(r->best_measurement.valid);
+  std::printf("tune with fault: %.3f s, best %s %.1f GB/s\n", r->tune_seconds,
+              r->best.name.c_str(), r->gbps());
+
+  // A second tune on the restarted worker works, and so does a new problem.
+  auto r2 = RunTune(gpu, p, opt);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_NE(r2->best.name, cuda_worker::kFaultCandidateName);
+  auto r3 = RunTune(gpu, Make(1000, 3000, DType::kF16), opt);
+  ASSERT_TRUE(r3.ok()) << r3.status().ToString();
+  EXPECT_GT(r3->gbps(), 0);
+}
+
+}  // namespace
+}  // namespace transposed
