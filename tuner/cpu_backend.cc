@@ -1,0 +1,833 @@
+#include "tuner/cpu_backend.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cinttypes>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "core/version.h"
+
+namespace transposed {
+
+// ---------------------------------------------------------------------------------------------
+// ThreadPool
+
+struct ThreadPool::State {
+  std::mutex run_mu;  // serialises Run()
+  std::mutex mu;      // guards everything below
+  std::condition_variable work_cv;
+  std::condition_variable done_cv;
+  std::vector<std::thread> threads;  // worker k has id k + 1
+  const std::function<void(int)>* fn = nullptr;
+  int active = 0;   // workers 1..active take part in the current generation
+  int pending = 0;  // of those, how many have not finished yet
+  uint64_t generation = 0;
+  bool stop = false;
+};
+
+ThreadPool::ThreadPool(int max_threads)
+    : max_threads_(std::max(1, max_threads)), state_(std::make_unique<State>()) {}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->work_cv.notify_all();
+  for (std::thread& t : state_->threads) t.join();
+}
+
+void ThreadPool::Run(int n, const std::function<void(int)>& fn) {
+  n = std::clamp(n, 1, max_threads_);
+  if (n == 1) {
+    fn(0);
+    return;
+  }
+  State& s = *state_;
+  std::lock_guard<std::mutex> run_lock(s.run_mu);
+  int workers = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    try {
+      while (static_cast<int>(s.threads.size()) < n - 1) {
+        const int id = static_cast<int>(s.threads.size()) + 1;
+        s.threads.emplace_back(&ThreadPool::Worker, this, id, s.generation);
+      }
+    } catch (const std::system_error&) {
+      // Out of threads: the caller runs the shares of the missing workers.
+    }
+    workers = std::min(n - 1, static_cast<int>(s.threads.size()));
+    s.fn = &fn;
+    s.active = workers;
+    s.pending = workers;
+    ++s.generation;
+  }
+  s.work_cv.notify_all();
+  fn(0);
+  for (int t = workers + 1; t < n; ++t) fn(t);
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.done_cv.wait(lock, [&] { return s.pending == 0; });
+  s.fn = nullptr;
+}
+
+void ThreadPool::Worker(int id, uint64_t seen) {
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  for (;;) {
+    s.work_cv.wait(lock, [&] { return s.stop || s.generation != seen; });
+    if (s.stop) return;
+    seen = s.generation;
+    if (id > s.active) continue;
+    const std::function<void(int)>* fn = s.fn;
+    lock.unlock();
+    (*fn)(id);
+    lock.lock();
+    if (--s.pending == 0) s.done_cv.notify_one();
+  }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Byte = unsigned char;
+
+constexpr int kTiles[] = {8, 16, 32, 64, 128};
+constexpr int64_t kAlign = 64;
+constexpr int64_t kDefaultLlcBytes = 32 << 20;
+
+int64_t RoundUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// ---------------------------------------------------------------------------------------------
+// Buffers and random data
+
+struct FreeDeleter {
+  void operator()(Byte* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<Byte, FreeDeleter>;
+
+// nullptr on failure (never throws).
+Buffer AllocateAligned(int64_t bytes) {
+  const int64_t n = RoundUp(std::max<int64_t>(bytes, 1), kAlign);
+  return Buffer(static_cast<Byte*>(std::aligned_alloc(kAlign, static_cast<size_t>(n))));
+}
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// A fresh seed for every call, from the clock and a process-wide counter.
+uint64_t NewSeed() {
+  static std::atomic<uint64_t> counter{0};
+  uint64_t s = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+               (counter.fetch_add(1, std::memory_order_relaxed) * 0xd1b54a32d192ed03ULL);
+  return SplitMix64(s);
+}
+
+void FillRandom(Byte* p, int64_t n, uint64_t seed) {
+  uint64_t state = seed;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t v = SplitMix64(state);
+    std::memcpy(p + i, &v, 8);
+  }
+  if (i < n) {
+    const uint64_t v = SplitMix64(state);
+    std::memcpy(p + i, &v, static_cast<size_t>(n - i));
+  }
+}
+
+class Fnv1a64 {
+ public:
+  void Add(std::string_view s) {
+    for (unsigned char c : s) Step(c);
+    Step(0xff);
+  }
+  std::string Hex() const {
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016" PRIx64, h_);
+    return buf;
+  }
+
+ private:
+  void Step(unsigned char c) {
+    h_ ^= c;
+    h_ *= 0x100000001b3ULL;
+  }
+  uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Kernels. Elements are moved with fixed-size memcpy (compiled to plain moves), so any element
+// size works on any byte buffer without aliasing or alignment concerns.
+
+struct Layout {
+  int64_t rows, cols, batch, ldi, ldo;
+  int64_t in_mat, out_mat;  // elements per input / output matrix, gaps included
+
+  explicit Layout(const Problem& p)
+      : rows(p.rows),
+        cols(p.cols),
+        batch(p.batch),
+        ldi(p.in_ld()),
+        ldo(p.out_ld()),
+        in_mat(p.rows * p.in_ld()),
+        out_mat(p.cols * p.out_ld()) {}
+};
+
+template <int E>
+inline void Move(Byte* dst, const Byte* src) {
+  std::memcpy(dst, src, E);
+}
+
+template <int E>
+void NaiveRows(const Layout& L, const Byte* in, Byte* out) {
+  for (int64_t b = 0; b < L.batch; ++b) {
+    const Byte* ib = in + b * L.in_mat * E;
+    Byte* ob = out + b * L.out_mat * E;
+    for (int64_t i = 0; i < L.rows; ++i)
+      for (int64_t j = 0; j < L.cols; ++j)
+        Move<E>(ob + (j * L.ldo + i) * E, ib + (i * L.ldi + j) * E);
+  }
+}
+
+template <int E>
+void NaiveCols(const Layout& L, const Byte* in, Byte* out) {
+  for (int64_t b = 0; b < L.batch; ++b) {
+    const Byte* ib = in + b * L.in_mat * E;
+    Byte* ob = out + b * L.out_mat * E;
+    for (int64_t j = 0; j < L.cols; ++j)
+      for (int64_t i = 0; i < L.rows; ++i)
+        Move<E>(ob + (j * L.ldo + i) * E, ib + (i * L.ldi + j) * E);
+  }
+}
+
+// Tiles [begin, end) of the batch's tiles, numbered batch-major, then by tile row, tile column.
+template <int E, int T>
+void TileRange(const Layout& L, int64_t begin, int64_t end, const Byte* in, Byte* out) {
+  const int64_t tile_rows = (L.rows + T - 1) / T;
+  const int64_t tile_cols = (L.cols + T - 1) / T;
+  const int64_t per_mat = tile_rows * tile_cols;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t b = t / per_mat;
+    const int64_t r = t % per_mat;
+    const int64_t i0 = (r / tile_cols) * T;
+    const int64_t j0 = (r % tile_cols) * T;
+    const Byte* ib = in + (b * L.in_mat + i0 * L.ldi + j0) * E;
+    Byte* ob = out + (b * L.out_mat + j0 * L.ldo + i0) * E;
+    if (i0 + T <= L.rows && j0 + T <= L.cols) {
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) Move<E>(ob + (j * L.ldo + i) * E, ib + (i * L.ldi + j) * E);
+    } else {
+      const int64_t ni = std::min<int64_t>(T, L.rows - i0);
+      const int64_t nj = std::min<int64_t>(T, L.cols - j0);
+      for (int64_t i = 0; i < ni; ++i)
+        for (int64_t j = 0; j < nj; ++j)
+          Move<E>(ob + (j * L.ldo + i) * E, ib + (i * L.ldi + j) * E);
+    }
+  }
+}
+
+template <int E, int T>
+Status Tiled(const Layout& L, int threads, const Byte* in, Byte* out, ThreadPool* pool) {
+  const int64_t total = L.batch * ((L.rows + T - 1) / T) * ((L.cols + T - 1) / T);
+  if (threads <= 1) {
+    TileRange<E, T>(L, 0, total, in, out);
+    return Status::OK();
+  }
+  if (pool == nullptr || pool->max_threads() < threads)
+    return Status::InvalidArgument("cpu: " + std::to_string(threads) +
+                                   " threads exceed the backend's thread pool");
+  const int64_t chunk = total / threads;
+  const int64_t extra = total % threads;
+  pool->Run(threads, [&](int t) {
+    const int64_t begin = t * chunk + std::min<int64_t>(t, extra);
+    const int64_t end = begin + chunk + (t < extra ? 1 : 0);
+    TileRange<E, T>(L, begin, end, in, out);
+  });
+  return Status::OK();
+}
+
+template <int E>
+Status RunTyped(const CpuConfig& c, const Layout& L, const Byte* in, Byte* out, ThreadPool* pool) {
+  using Kind = CpuConfig::Kind;
+  switch (c.kind) {
+    case Kind::kNaive:
+      NaiveRows<E>(L, in, out);
+      return Status::OK();
+    case Kind::kNaiveColWrite:
+      NaiveCols<E>(L, in, out);
+      return Status::OK();
+    case Kind::kTestSkipLast: {
+      // Wrong on purpose: restores the old value of the very last element after a transpose.
+      Byte* last = out + ((L.batch - 1) * L.out_mat + (L.cols - 1) * L.ldo + (L.rows - 1)) * E;
+      Byte saved[E];
+      std::memcpy(saved, last, E);
+      NaiveRows<E>(L, in, out);
+      std::memcpy(last, saved, E);
+      return Status::OK();
+    }
+    case Kind::kTestGapWrite: {
+      // Wrong on purpose: a correct transpose that also flips the first gap element.
+      NaiveRows<E>(L, in, out);
+      if (L.ldo > L.rows)
+        for (int k = 0; k < E; ++k) out[L.rows * E + k] = static_cast<Byte>(~out[L.rows * E + k]);
+      return Status::OK();
+    }
+    case Kind::kTiled:
+      switch (c.tile) {
+        case 8:
+          return Tiled<E, 8>(L, c.threads, in, out, pool);
+        case 16:
+          return Tiled<E, 16>(L, c.threads, in, out, pool);
+        case 32:
+          return Tiled<E, 32>(L, c.threads, in, out, pool);
+        case 64:
+          return Tiled<E, 64>(L, c.threads, in, out, pool);
+        case 128:
+          return Tiled<E, 128>(L, c.threads, in, out, pool);
+      }
+      return Status::InvalidArgument("cpu: unsupported tile " + std::to_string(c.tile));
+  }
+  return Status::InvalidArgument("cpu: unknown candidate kind");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host description
+
+std::string Trim(std::string s) {
+  const char* ws = " \t\r\n";
+  s.erase(0, s.find_first_not_of(ws));
+  s.erase(s.find_last_not_of(ws) + 1);
+  return s;
+}
+
+std::optional<int64_t> ParseInt(std::string_view s) {
+  int64_t v = 0;
+  if (s.empty()) return std::nullopt;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  if (f) std::getline(f, line);
+  return Trim(line);
+}
+
+struct HostInfo {
+  std::string model = "unknown cpu";
+  int logical = 1;
+  int cores = 1;
+  std::optional<int64_t> l1d, l2, l3;
+  std::string arch;
+};
+
+HostInfo ReadHostInfo() {
+  HostInfo h;
+  const unsigned hc = std::thread::hardware_concurrency();
+  h.logical = hc > 0 ? static_cast<int>(hc) : 1;
+
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, physical_id = "0";
+  std::set<std::pair<std::string, std::string>> cores;
+  bool have_model = false;
+  while (cpuinfo && std::getline(cpuinfo, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = Trim(line.substr(0, colon));
+    const std::string value = Trim(line.substr(colon + 1));
+    if (key == "model name" && !have_model && !value.empty()) {
+      h.model = value;
+      have_model = true;
+    } else if (key == "physical id") {
+      physical_id = value;
+    } else if (key == "core id") {
+      cores.insert({physical_id, value});
+    }
+  }
+  h.cores = cores.empty() ? h.logical : static_cast<int>(cores.size());
+
+  for (int idx = 0; idx < 16; ++idx) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
+    const std::string level = ReadFirstLine(dir + "level");
+    if (level.empty()) break;
+    const std::string type = ReadFirstLine(dir + "type");
+    const std::optional<int64_t> size = cpu_internal::ParseCacheSize(ReadFirstLine(dir + "size"));
+    if (!size) continue;
+    if (level == "1" && type == "Data") h.l1d = size;
+    if (level == "2" && type != "Instruction") h.l2 = size;
+    if (level == "3" && type != "Instruction") h.l3 = size;
+  }
+
+  struct utsname u;
+  if (uname(&u) == 0) h.arch = u.machine;
+  if (h.arch.empty()) h.arch = "unknown";
+  return h;
+}
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session
+
+class CpuSession : public Session {
+ public:
+  CpuSession(const Problem& p, std::shared_ptr<ThreadPool> pool, int max_threads, int64_t llc_bytes,
+             uint64_t memory_bytes, bool test_faults)
+      : p_(p),
+        pool_(std::move(pool)),
+        max_threads_(max_threads),
+        llc_bytes_(llc_bytes),
+        memory_bytes_(memory_bytes),
+        test_faults_(test_faults) {}
+
+  Status Init() {
+    in_ = AllocateAligned(p_.in_alloc_bytes());
+    out_ = AllocateAligned(p_.out_alloc_bytes());
+    ref_ = AllocateAligned(p_.out_alloc_bytes());
+    if (!in_ || !out_ || !ref_)
+      return Status::ResourceExhausted("cpu: cannot allocate the buffers of " + p_.ToString());
+    FillRandom(in_.get(), p_.in_alloc_bytes(), NewSeed());
+    // Gap bytes of the output keep these random values for the session's lifetime; the
+    // reference holds the same, so a write into a gap is a mismatch.
+    FillRandom(out_.get(), p_.out_alloc_bytes(), NewSeed());
+    std::memcpy(ref_.get(), out_.get(), static_cast<size_t>(p_.out_alloc_bytes()));
+    cpu_internal::ReferenceTranspose(p_, in_.get(), ref_.get());
+    return Status::OK();
+  }
+
+  Status Check(const Candidate& c) override {
+    TR_ASSIGN_OR_RETURN(const CpuConfig config, Resolve(c));
+    FillRandom(in_.get(), p_.in_alloc_bytes(), NewSeed());
+    cpu_internal::ReferenceTranspose(p_, in_.get(), ref_.get());
+    Poison();
+    TR_RETURN_IF_ERROR(cpu_internal::RunConfig(config, p_, in_.get(), out_.get(), pool_.get()));
+    Status s = cpu_internal::CompareOutput(p_, ref_.get(), out_.get());
+    if (!s.ok()) return Status(s.code(), c.name + ": " + s.message());
+    return Status::OK();
+  }
+
+  StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& opt) override {
+    TR_ASSIGN_OR_RETURN(const CpuConfig config, Resolve(c));
+    TR_RETURN_IF_ERROR(EnsureRotation());
+    ThreadPool* pool = pool_.get();
+    return TimeLoop(opt, config.threads, "transpose", [&](size_t k) {
+      return cpu_internal::RunConfig(config, p_, ins_[k], outs_[k], pool);
+    });
+  }
+
+  StatusOr<Measurement> MeasureCeiling(const MeasureOptions& opt) override {
+    TR_RETURN_IF_ERROR(EnsureRotation());
+    const size_t bytes = static_cast<size_t>(p_.bytes());
+    TR_ASSIGN_OR_RETURN(Measurement single, TimeLoop(opt, 1, "memcpy", [&](size_t k) {
+                          std::memcpy(outs_[k], ins_[k], bytes);
+                          return Status::OK();
+                        }));
+    const int n = max_threads_;
+    if (n <= 1 || p_.bytes() < kCpuMinParallelBytes) return single;
+    ThreadPool* pool = pool_.get();
+    TR_ASSIGN_OR_RETURN(Measurement multi, TimeLoop(opt, n, "memcpy", [&](size_t k) {
+                          const Byte* src = ins_[k];
+                          Byte* dst = outs_[k];
+                          pool->Run(n, [&](int t) {
+                            // 64-byte aligned chunks; the last one takes the rest.
+                            const size_t chunk = static_cast<size_t>(
+                                RoundUp(static_cast<int64_t>(bytes / n), kAlign));
+                            const size_t begin = std::min(bytes, chunk * t);
+                            const size_t end = t == n - 1 ? bytes : std::min(bytes, begin + chunk);
+                            std::memcpy(dst + begin, src + begin, end - begin);
+                          });
+                          return Status::OK();
+                        }));
+    return multi.median_s < single.median_s ? multi : single;
+  }
+
+ private:
+  StatusOr<CpuConfig> Resolve(const Candidate& c) const {
+    TR_ASSIGN_OR_RETURN(CpuConfig config, CpuConfig::FromCandidate(c));
+    if (config.threads > max_threads_)
+      return Status::InvalidArgument(c.name + ": " + std::to_string(config.threads) +
+                                     " threads, but this backend runs at most " +
+                                     std::to_string(max_threads_));
+    const bool test_kind = config.kind == CpuConfig::Kind::kTestSkipLast ||
+                           config.kind == CpuConfig::Kind::kTestGapWrite;
+    if (test_kind && !test_faults_)
+      return Status::InvalidArgument(c.name + ": test candidates are not enabled");
+    return config;
+  }
+
+  // Each output element becomes the bitwise NOT of its reference value; the gaps get the
+  // reference's gap bytes back (measurements rotate through this buffer too, and the ceiling's
+  // memcpy writes across gaps), so any gap write by the candidate is a mismatch.
+  void Poison() {
+    std::memcpy(out_.get(), ref_.get(), static_cast<size_t>(p_.out_alloc_bytes()));
+    const int64_t es = p_.elem_size();
+    const int64_t row_bytes = p_.rows * es;
+    for (int64_t r = 0; r < p_.batch * p_.cols; ++r) {
+      Byte* dst = out_.get() + r * p_.out_ld() * es;
+      for (int64_t k = 0; k < row_bytes; ++k) dst[k] = static_cast<Byte>(~dst[k]);
+    }
+  }
+
+  // Rotating buffer pairs: the check pair plus enough more that the working set exceeds twice
+  // the last-level cache, capped at kCpuMaxRotationBytes and a quarter of the memory.
+  Status EnsureRotation() {
+    if (!ins_.empty()) return Status::OK();
+    const int64_t in_bytes = RoundUp(p_.in_alloc_bytes(), kAlign);
+    const int64_t pair = in_bytes + RoundUp(p_.out_alloc_bytes(), kAlign);
+    int64_t cap = kCpuMaxRotationBytes;
+    if (memory_bytes_ > 0) cap = std::min<int64_t>(cap, static_cast<int64_t>(memory_bytes_ / 4));
+    const int64_t wanted = std::max<int64_t>(1, (2 * llc_bytes_) / pair + 1);
+    const int64_t allowed = std::max<int64_t>(1, cap / pair);
+    capped_ = wanted > allowed;
+    int64_t extra = std::min(wanted, allowed) - 1;
+    while (extra > 0) {
+      arena_ = AllocateAligned(extra * pair);
+      if (arena_) break;
+      capped_ = true;
+      extra /= 2;
+    }
+    ins_.push_back(in_.get());
+    outs_.push_back(out_.get());
+    for (int64_t k = 0; k < extra; ++k) {
+      Byte* in = arena_.get() + k * pair;
+      Byte* out = in + in_bytes;
+      FillRandom(in, p_.in_alloc_bytes(), NewSeed());
+      std::memset(out, 0, static_cast<size_t>(p_.out_alloc_bytes()));
+      ins_.push_back(in);
+      outs_.push_back(out);
+    }
+    working_set_bytes_ = static_cast<int64_t>(ins_.size()) * pair;
+    return Status::OK();
+  }
+
+  // Warm-up, then timed runs (one steady_clock interval each) until both min_samples and
+  // min_seconds are reached or max_samples is, the buffer pair advancing every run.
+  template <typename RunFn>
+  StatusOr<Measurement> TimeLoop(const MeasureOptions& opt, int threads, const char* op,
+                                 RunFn run) {
+    const int max_samples = std::max(1, opt.max_samples);
+    const int min_samples = std::clamp(opt.min_samples, 1, max_samples);
+    for (int w = 0; w < opt.warmup; ++w) TR_RETURN_IF_ERROR(run(NextBuffer()));
+    std::vector<double> samples;
+    samples.reserve(static_cast<size_t>(std::min(max_samples, 4096)));
+    double total = 0;
+    while (static_cast<int>(samples.size()) < max_samples &&
+           (static_cast<int>(samples.size()) < min_samples || total < opt.min_seconds)) {
+      const size_t k = NextBuffer();
+      const Clock::time_point t0 = Clock::now();
+      Status s = run(k);
+      const Clock::time_point t1 = Clock::now();
+      TR_RETURN_IF_ERROR(s);
+      const double dt = std::chrono::duration<double>(t1 - t0).count();
+      samples.push_back(dt);
+      total += dt;
+    }
+    std::string method = "{\"timer\":\"steady_clock\",\"op\":\"" + std::string(op) +
+                         "\",\"buffers\":" + std::to_string(ins_.size()) +
+                         ",\"working_set_bytes\":" + std::to_string(working_set_bytes_) +
+                         ",\"llc_bytes\":" + std::to_string(llc_bytes_) +
+                         ",\"working_set_capped\":" + (capped_ ? "true" : "false") +
+                         ",\"threads\":" + std::to_string(threads) + "}";
+    return Measurement::FromSamples(std::move(samples), std::max(0, opt.warmup), std::move(method));
+  }
+
+  size_t NextBuffer() {
+    const size_t k = next_ % ins_.size();
+    ++next_;
+    return k;
+  }
+
+  const Problem p_;
+  const std::shared_ptr<ThreadPool> pool_;
+  const int max_threads_;
+  const int64_t llc_bytes_;
+  const uint64_t memory_bytes_;
+  const bool test_faults_;
+  Buffer in_, out_, ref_;
+  Buffer arena_;
+  std::vector<const Byte*> ins_;
+  std::vector<Byte*> outs_;
+  size_t next_ = 0;
+  int64_t working_set_bytes_ = 0;
+  bool capped_ = false;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// CpuConfig
+
+Candidate CpuConfig::ToCandidate() const {
+  Candidate c;
+  switch (kind) {
+    case Kind::kNaive:
+      c.name = "cpu.naive";
+      c.params = {{"tile", 0}, {"threads", 1}, {"colwrite", 0}};
+      break;
+    case Kind::kNaiveColWrite:
+      c.name = "cpu.naive.colwrite";
+      c.params = {{"tile", 0}, {"threads", 1}, {"colwrite", 1}};
+      break;
+    case Kind::kTiled:
+      c.name = "cpu.tile" + std::to_string(tile) + ".t" + std::to_string(threads);
+      c.params = {{"tile", tile}, {"threads", threads}, {"colwrite", 0}};
+      break;
+    case Kind::kTestSkipLast:
+      c.name = "cpu.test.skiplast";
+      c.params = {{"test_fault", 1}};
+      break;
+    case Kind::kTestGapWrite:
+      c.name = "cpu.test.gapwrite";
+      c.params = {{"test_fault", 2}};
+      break;
+  }
+  return c;
+}
+
+StatusOr<CpuConfig> CpuConfig::FromCandidate(const Candidate& c) {
+  CpuConfig config;
+  const std::string_view name = c.name;
+  auto unknown = [&] {
+    return Status::InvalidArgument("cpu: unknown candidate \"" + c.name + "\"");
+  };
+  if (name == "cpu.naive") {
+    config.kind = Kind::kNaive;
+  } else if (name == "cpu.naive.colwrite") {
+    config.kind = Kind::kNaiveColWrite;
+  } else if (name == "cpu.test.skiplast") {
+    config.kind = Kind::kTestSkipLast;
+  } else if (name == "cpu.test.gapwrite") {
+    config.kind = Kind::kTestGapWrite;
+  } else {
+    const std::string_view prefix = "cpu.tile";
+    if (name.substr(0, prefix.size()) != prefix) return unknown();
+    const std::string_view rest = name.substr(prefix.size());
+    const size_t dot = rest.find(".t");
+    if (dot == std::string_view::npos) return unknown();
+    const std::optional<int64_t> tile = ParseInt(rest.substr(0, dot));
+    const std::optional<int64_t> threads = ParseInt(rest.substr(dot + 2));
+    if (!tile || !threads || *threads < 1 || *threads > 4096) return unknown();
+    if (std::find(std::begin(kTiles), std::end(kTiles), *tile) == std::end(kTiles))
+      return unknown();
+    config.kind = Kind::kTiled;
+    config.tile = static_cast<int>(*tile);
+    config.threads = static_cast<int>(*threads);
+  }
+  if (!c.params.empty() && c.params != config.ToCandidate().params)
+    return Status::InvalidArgument("cpu: the params of \"" + c.name + "\" do not match its name");
+  return config;
+}
+
+// ---------------------------------------------------------------------------------------------
+// cpu_internal
+
+namespace cpu_internal {
+
+void ReferenceTranspose(const Problem& p, const unsigned char* in, unsigned char* out) {
+  const Layout L(p);
+  switch (p.elem_size()) {
+    case 1:
+      return NaiveRows<1>(L, in, out);
+    case 2:
+      return NaiveRows<2>(L, in, out);
+    case 4:
+      return NaiveRows<4>(L, in, out);
+    case 8:
+      return NaiveRows<8>(L, in, out);
+    case 16:
+      return NaiveRows<16>(L, in, out);
+  }
+}
+
+Status CompareOutput(const Problem& p, const unsigned char* expected, const unsigned char* actual) {
+  const int64_t n = p.out_alloc_bytes();
+  if (std::memcmp(expected, actual, static_cast<size_t>(n)) == 0) return Status::OK();
+  int64_t off = 0;
+  while (expected[off] == actual[off]) ++off;
+  int64_t mismatched = 0;
+  for (int64_t k = off; k < n; ++k) mismatched += expected[k] != actual[k] ? 1 : 0;
+  const int64_t es = p.elem_size();
+  const int64_t e = off / es;
+  const int64_t per_mat = p.cols * p.out_ld();
+  const int64_t b = e / per_mat;
+  const int64_t out_row = (e % per_mat) / p.out_ld();
+  const int64_t out_col = (e % per_mat) % p.out_ld();
+  std::ostringstream msg;
+  if (out_col >= p.rows) {
+    msg << "wrote into the output's ld gap at byte offset " << off << " (batch " << b
+        << ", output row " << out_row << ", column " << out_col << " >= rows " << p.rows << ")";
+  } else {
+    auto hex = [&](const unsigned char* buf) {
+      std::string s = "0x";
+      char d[3];
+      for (int64_t k = es - 1; k >= 0; --k) {  // little-endian element, most significant first
+        std::snprintf(d, sizeof(d), "%02x", buf[e * es + k]);
+        s += d;
+      }
+      return s;
+    };
+    msg << "mismatch at batch " << b << ", row " << out_col << ", col " << out_row << ": expected "
+        << hex(expected) << ", got " << hex(actual);
+  }
+  msg << " (" << mismatched << " bytes differ)";
+  return Status::FailedPrecondition(msg.str());
+}
+
+Status RunConfig(const CpuConfig& config, const Problem& p, const unsigned char* in,
+                 unsigned char* out, ThreadPool* pool) {
+  const Layout L(p);
+  switch (p.elem_size()) {
+    case 1:
+      return RunTyped<1>(config, L, in, out, pool);
+    case 2:
+      return RunTyped<2>(config, L, in, out, pool);
+    case 4:
+      return RunTyped<4>(config, L, in, out, pool);
+    case 8:
+      return RunTyped<8>(config, L, in, out, pool);
+    case 16:
+      return RunTyped<16>(config, L, in, out, pool);
+  }
+  return Status::InvalidArgument("cpu: unsupported element size " + std::to_string(p.elem_size()));
+}
+
+std::optional<int64_t> ParseCacheSize(const std::string& s) {
+  std::string t = Trim(s);
+  if (t.empty()) return std::nullopt;
+  int64_t mult = 1;
+  switch (t.back()) {
+    case 'K':
+    case 'k':
+      mult = int64_t{1} << 10;
+      break;
+    case 'M':
+    case 'm':
+      mult = int64_t{1} << 20;
+      break;
+    case 'G':
+    case 'g':
+      mult = int64_t{1} << 30;
+      break;
+  }
+  if (mult != 1) t.pop_back();
+  const std::optional<int64_t> v = ParseInt(t);
+  if (!v || *v <= 0 || *v > (int64_t{1} << 40)) return std::nullopt;
+  return *v * mult;
+}
+
+}  // namespace cpu_internal
+
+// ---------------------------------------------------------------------------------------------
+// CpuBackend
+
+CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
+  const HostInfo host = ReadHostInfo();
+  max_threads_ = options_.max_threads > 0 ? options_.max_threads : host.logical;
+  llc_bytes_ = host.l3 ? *host.l3 : host.l2 ? *host.l2 : kDefaultLlcBytes;
+  pool_ = std::make_shared<ThreadPool>(max_threads_);
+
+  auto size_str = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "0"; };
+  device_.backend = "cpu";
+  device_.index = 0;
+  device_.name = host.model;
+  device_.memory_bytes = PhysicalMemoryBytes();
+  device_.attributes = {
+      {"cores", std::to_string(host.cores)},
+      {"logical_cpus", std::to_string(host.logical)},
+      {"threads_max", std::to_string(max_threads_)},
+      {"l1d_bytes", size_str(host.l1d)},
+      {"l2_bytes", size_str(host.l2)},
+      {"l3_bytes", size_str(host.l3)},
+      {"arch", host.arch},
+  };
+  Fnv1a64 h;
+  h.Add(host.model);
+  h.Add(host.arch);
+  h.Add(std::to_string(host.cores));
+  h.Add(std::to_string(host.logical));
+  h.Add(size_str(host.l1d));
+  h.Add(size_str(host.l2));
+  h.Add(size_str(host.l3));
+  device_.uuid = "cpu-" + h.Hex();
+  device_.library_version = kLibraryVersion;
+}
+
+CpuBackend::~CpuBackend() = default;
+
+std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
+  std::vector<Candidate> out;
+  CpuConfig c;
+  c.kind = CpuConfig::Kind::kNaive;
+  out.push_back(c.ToCandidate());
+  c.kind = CpuConfig::Kind::kNaiveColWrite;
+  out.push_back(c.ToCandidate());
+
+  std::vector<int> threads = {1};
+  if (ValidateProblem(p).ok() && p.bytes() >= kCpuMinParallelBytes) {
+    for (int n : {2, 4})
+      if (n < max_threads_) threads.push_back(n);
+    if (max_threads_ > 1) threads.push_back(max_threads_);
+  }
+  c.kind = CpuConfig::Kind::kTiled;
+  for (int tile : kTiles) {
+    for (int n : threads) {
+      c.tile = tile;
+      c.threads = n;
+      out.push_back(c.ToCandidate());
+    }
+  }
+  if (options_.enable_test_faults) {
+    CpuConfig t;
+    t.kind = CpuConfig::Kind::kTestSkipLast;
+    out.push_back(t.ToCandidate());
+    if (p.out_ld() > p.rows) {
+      t.kind = CpuConfig::Kind::kTestGapWrite;
+      out.push_back(t.ToCandidate());
+    }
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<Session>> CpuBackend::Open(const Problem& p) {
+  TR_RETURN_IF_ERROR(ValidateProblem(p, device_.memory_bytes));
+  // Input, output and reference must fit, without the rotating buffers (those adapt).
+  const uint64_t footprint =
+      static_cast<uint64_t>(p.in_alloc_bytes()) + 2 * static_cast<uint64_t>(p.out_alloc_bytes());
+  if (device_.memory_bytes > 0 && footprint > device_.memory_bytes)
+    return Status::ResourceExhausted("cpu: " + p.ToString() + " needs " +
+                                     std::to_string(footprint) + " bytes, the host has " +
+                                     std::to_string(device_.memory_bytes));
+  auto session = std::make_unique<CpuSession>(p, pool_, max_threads_, llc_bytes_,
+                                              device_.memory_bytes, options_.enable_test_faults);
+  TR_RETURN_IF_ERROR(session->Init());
+  return std::unique_ptr<Session>(std::move(session));
+}
+
+}  // namespace transposed

@@ -1,0 +1,221 @@
+#include "tuner/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+namespace transposed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The final pass splits options.final into this many interleaved rounds.
+constexpr int kFinalRounds = 3;
+// At most this many distinct errors are quoted in a NOT_FOUND message.
+constexpr int kQuotedErrors = 3;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool Cancelled(const std::atomic<bool>* cancel) {
+  return cancel != nullptr && cancel->load(std::memory_order_relaxed);
+}
+
+// One round's share of the final options: the sample targets divided by the round count (at
+// least one sample each); every round warms up, since other candidates ran in between.
+MeasureOptions RoundOptions(const MeasureOptions& final_opt, int rounds) {
+  MeasureOptions o = final_opt;
+  o.min_samples = std::max(1, (final_opt.min_samples + rounds - 1) / rounds);
+  o.min_seconds = final_opt.min_seconds / rounds;
+  o.max_samples = std::max(o.min_samples, (final_opt.max_samples + rounds - 1) / rounds);
+  return o;
+}
+
+// Accumulates a candidate's (or the ceiling's) rounds of the final pass.
+struct RoundAccumulator {
+  std::vector<Measurement> rounds;
+  std::string error;  // first failure; a failed round disqualifies the candidate
+
+  void Add(const StatusOr<Measurement>& m) {
+    if (!error.empty()) return;
+    if (!m.ok()) {
+      error = m.status().ToString();
+    } else if (!m->valid) {
+      error = m->error.empty() ? "invalid measurement" : m->error;
+    } else {
+      rounds.push_back(*m);
+    }
+  }
+
+  // The median of the round medians (robust to one disturbed round), the extreme min and max,
+  // and the total sample count.
+  Measurement Combine() const {
+    if (!error.empty()) return Measurement::Invalid(error);
+    if (rounds.empty()) return Measurement::Invalid("no final round completed");
+    std::vector<double> medians;
+    Measurement c;
+    c.valid = true;
+    c.min_s = rounds.front().min_s;
+    c.max_s = rounds.front().max_s;
+    for (const Measurement& r : rounds) {
+      medians.push_back(r.median_s);
+      c.min_s = std::min(c.min_s, r.min_s);
+      c.max_s = std::max(c.max_s, r.max_s);
+      c.samples += r.samples;
+      c.warmup += r.warmup;
+    }
+    std::sort(medians.begin(), medians.end());
+    const size_t n = medians.size();
+    c.median_s = n % 2 == 1 ? medians[n / 2] : 0.5 * (medians[n / 2 - 1] + medians[n / 2]);
+    c.method = "{\"final_rounds\":" + std::to_string(n) + ",\"round\":" +
+               (rounds.back().method.empty() ? std::string("{}") : rounds.back().method) + "}";
+    return c;
+  }
+};
+
+std::string NotFoundMessage(const Problem& problem, const std::vector<CandidateResult>& results) {
+  std::vector<std::string> errors;
+  for (const CandidateResult& r : results) {
+    if (r.measurement.valid || r.measurement.error.empty()) continue;
+    std::string e = r.candidate.name + ": " + r.measurement.error;
+    if (std::find(errors.begin(), errors.end(), e) == errors.end()) errors.push_back(e);
+    if (static_cast<int>(errors.size()) == kQuotedErrors) break;
+  }
+  std::string msg = "no valid candidate for " + problem.ToString();
+  if (results.empty()) return msg + ": the backend offers no candidate";
+  msg += ": ";
+  for (size_t i = 0; i < errors.size(); ++i) msg += (i ? "; " : "") + errors[i];
+  return msg;
+}
+
+}  // namespace
+
+StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const TuneOptions& options,
+                             const ProgressFn& progress, const std::atomic<bool>* cancel) {
+  const Clock::time_point start = Clock::now();
+  TR_RETURN_IF_ERROR(ValidateProblem(problem));
+
+  TuneResult result;
+  result.problem = problem;
+  result.device = backend.device();
+
+  const std::vector<Candidate> candidates = backend.Candidates(problem);
+  const int total = static_cast<int>(candidates.size());
+  if (candidates.empty()) return Status::NotFound(NotFoundMessage(problem, {}));
+
+  TR_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, backend.Open(problem));
+  if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
+
+  {
+    StatusOr<Measurement> ceiling = session->MeasureCeiling(options.quick);
+    result.ceiling = ceiling.ok() ? *ceiling : Measurement::Invalid(ceiling.status().ToString());
+  }
+
+  // Quick pass: check, then measure, every candidate in order until the budget is spent.
+  result.candidates.resize(candidates.size());
+  for (int i = 0; i < total; ++i) {
+    CandidateResult& r = result.candidates[i];
+    r.candidate = candidates[i];
+    if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
+    // The first candidate always runs, so that any budget yields a result.
+    if (i > 0 && SecondsSince(start) >= options.budget_seconds) {
+      r.phase = "skipped";
+      r.measurement = Measurement::Invalid("time budget exhausted");
+    } else {
+      ++result.tried;
+      Status check = session->Check(r.candidate);
+      if (!check.ok()) {
+        r.phase = "check";
+        r.measurement = Measurement::Invalid(check.ToString());
+      } else {
+        r.phase = "quick";
+        StatusOr<Measurement> m = session->Measure(r.candidate, options.quick);
+        if (!m.ok()) {
+          r.measurement = Measurement::Invalid(m.status().ToString());
+        } else {
+          r.measurement = *m;
+          if (!r.measurement.valid && r.measurement.error.empty())
+            r.measurement.error = "invalid measurement";
+        }
+      }
+    }
+    if (progress) progress(r, i + 1, total);
+  }
+
+  // Finalists: the `finalists` fastest by quick median, plus any within the margin of the best;
+  // every valid candidate when exhaustive.
+  std::vector<int> ranked;
+  for (int i = 0; i < total; ++i)
+    if (result.candidates[i].measurement.valid) ranked.push_back(i);
+  if (ranked.empty()) return Status::NotFound(NotFoundMessage(problem, result.candidates));
+  std::stable_sort(ranked.begin(), ranked.end(), [&](int a, int b) {
+    return result.candidates[a].measurement.median_s < result.candidates[b].measurement.median_s;
+  });
+  std::vector<int> finalists;
+  const double best_quick = result.candidates[ranked.front()].measurement.median_s;
+  for (size_t k = 0; k < ranked.size(); ++k) {
+    const double median = result.candidates[ranked[k]].measurement.median_s;
+    if (options.exhaustive || static_cast<int>(k) < std::max(1, options.finalists) ||
+        median <= best_quick * (1.0 + options.finalist_margin)) {
+      finalists.push_back(ranked[k]);
+    }
+  }
+  std::sort(finalists.begin(), finalists.end());  // back to candidate order for the rounds
+
+  // Final pass: kFinalRounds rounds, each measuring every finalist and the ceiling once, the
+  // starting point rotating from round to round, so that drift affects everyone alike. Round 0
+  // always runs; later rounds only while the budget lasts.
+  const MeasureOptions round_opt = RoundOptions(options.final, kFinalRounds);
+  const int slots = static_cast<int>(finalists.size()) + 1;  // slot == finalists.size(): ceiling
+  std::vector<RoundAccumulator> acc(slots);
+  for (int round = 0; round < kFinalRounds; ++round) {
+    if (round > 0 && SecondsSince(start) >= options.budget_seconds) break;
+    for (int s = 0; s < slots; ++s) {
+      if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
+      const int slot = (s + round) % slots;
+      if (slot == slots - 1) {
+        acc[slot].Add(session->MeasureCeiling(round_opt));
+      } else {
+        acc[slot].Add(session->Measure(candidates[finalists[slot]], round_opt));
+      }
+    }
+  }
+  Measurement final_ceiling = acc[slots - 1].Combine();
+  if (final_ceiling.valid || !result.ceiling.valid) result.ceiling = final_ceiling;
+
+  int best = -1;
+  for (int s = 0; s < slots - 1; ++s) {
+    CandidateResult& r = result.candidates[finalists[s]];
+    r.phase = "final";
+    r.measurement = acc[s].Combine();
+    if (progress) progress(r, finalists[s] + 1, total);
+    if (r.measurement.valid &&
+        (best < 0 || r.measurement.median_s < result.candidates[best].measurement.median_s)) {
+      best = finalists[s];
+    }
+  }
+  // Every finalist failed its re-measurement: fall back to the best quick result left.
+  if (best < 0) {
+    for (int i : ranked) {
+      if (result.candidates[i].measurement.valid) {
+        best = i;
+        break;
+      }
+    }
+  }
+  for (const CandidateResult& r : result.candidates) result.valid += r.measurement.valid ? 1 : 0;
+  if (best < 0) return Status::NotFound(NotFoundMessage(problem, result.candidates));
+
+  result.best = result.candidates[best].candidate;
+  result.best_measurement = result.candidates[best].measurement;
+  result.tune_seconds = SecondsSince(start);
+  result.tuned_at_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+  return result;
+}
+
+}  // namespace transposed

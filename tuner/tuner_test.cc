@@ -1,0 +1,369 @@
+#include "tuner/tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tuner/cpu_backend.h"
+#include "tuner/fake_backend.h"
+
+namespace transposed {
+namespace {
+
+Problem SmallProblem() {
+  Problem p;
+  p.rows = 64;
+  p.cols = 96;
+  p.dtype = DType::kF32;
+  return p;
+}
+
+FakeCandidate Timed(std::string name, std::vector<double> times) {
+  FakeCandidate c;
+  c.name = std::move(name);
+  c.times_s = std::move(times);
+  return c;
+}
+
+FakeCandidate FailsCheck(std::string name, double time) {
+  FakeCandidate c = Timed(std::move(name), {time});
+  c.check_status = Status::FailedPrecondition("mismatch at batch 0, row 1, col 2");
+  return c;
+}
+
+const CandidateResult& ResultOf(const TuneResult& r, const std::string& name) {
+  for (const CandidateResult& c : r.candidates)
+    if (c.candidate.name == name) return c;
+  ADD_FAILURE() << "no result for " << name;
+  static const CandidateResult empty;
+  return empty;
+}
+
+// The log entries after the quick pass (everything after the last "check:").
+std::vector<std::string> FinalPassLog(const FakeBackend& b) {
+  std::vector<std::string> log = b.log();
+  size_t last_check = 0;
+  for (size_t i = 0; i < log.size(); ++i)
+    if (log[i].rfind("check:", 0) == 0) last_check = i;
+  // The quick measure of the last checked candidate follows its check.
+  size_t start = last_check + 1;
+  if (start < log.size() && log[start].rfind("measure:", 0) == 0) ++start;
+  return std::vector<std::string>(log.begin() + static_cast<long>(start), log.end());
+}
+
+TEST(TunerTest, PicksTheLowestMedianAndFillsTheResult) {
+  FakeBackend backend({Timed("a", {3e-3}), Timed("b", {1e-3}), Timed("c", {2e-3})});
+  const int64_t before_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "b");
+  EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 1e-3);
+  EXPECT_TRUE(r->best_measurement.valid);
+  EXPECT_TRUE(r->ceiling.valid);
+  EXPECT_DOUBLE_EQ(r->ceiling.median_s, 5e-4);
+  ASSERT_EQ(r->candidates.size(), 3u);
+  EXPECT_EQ(r->candidates[0].candidate.name, "a");
+  EXPECT_EQ(r->candidates[2].candidate.name, "c");
+  EXPECT_EQ(r->tried, 3);
+  EXPECT_EQ(r->valid, 3);
+  EXPECT_EQ(r->problem, SmallProblem());
+  EXPECT_EQ(r->device.Fingerprint(), backend.device().Fingerprint());
+  EXPECT_GT(r->tune_seconds, 0);
+  EXPECT_GE(r->tuned_at_unix_ms, before_ms);
+  EXPECT_GT(r->gbps(), 0);
+  EXPECT_EQ(backend.open_calls(), 1);
+  for (const char* n : {"a", "b", "c"}) EXPECT_EQ(backend.check_calls(n), 1) << n;
+}
+
+TEST(TunerTest, FailedCheckNeverWinsEvenIfFastest) {
+  FakeBackend backend({Timed("slow", {2e-3}), FailsCheck("broken", 1e-6), Timed("ok", {1e-3})});
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "ok");
+  const CandidateResult& broken = ResultOf(*r, "broken");
+  EXPECT_EQ(broken.phase, "check");
+  EXPECT_FALSE(broken.measurement.valid);
+  EXPECT_NE(broken.measurement.error.find("mismatch at batch 0, row 1, col 2"), std::string::npos);
+  EXPECT_EQ(backend.measure_calls("broken"), 0);
+  EXPECT_EQ(r->tried, 3);
+  EXPECT_EQ(r->valid, 2);
+}
+
+TEST(TunerTest, MeasureErrorMakesTheCandidateInvalid) {
+  FakeCandidate bad = Timed("bad", {1e-6});
+  bad.measure_status = Status::Internal("launch failed");
+  FakeBackend backend({bad, Timed("good", {1e-3})});
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "good");
+  const CandidateResult& res = ResultOf(*r, "bad");
+  EXPECT_EQ(res.phase, "quick");
+  EXPECT_FALSE(res.measurement.valid);
+  EXPECT_NE(res.measurement.error.find("launch failed"), std::string::npos);
+}
+
+TEST(TunerTest, AllInvalidIsNotFoundWithTheErrors) {
+  FakeCandidate bad = Timed("bad", {1e-6});
+  bad.measure_status = Status::Internal("launch failed");
+  FakeBackend backend({FailsCheck("x", 1e-3), bad});
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  const std::string m = r.status().message();
+  EXPECT_NE(m.find("no valid candidate for " + SmallProblem().ToString()), std::string::npos) << m;
+  EXPECT_NE(m.find("mismatch at batch 0"), std::string::npos) << m;
+  EXPECT_NE(m.find("launch failed"), std::string::npos) << m;
+}
+
+TEST(TunerTest, BudgetExhaustionMarksTheRestSkipped) {
+  std::vector<FakeCandidate> cands;
+  for (int i = 0; i < 6; ++i) {
+    FakeCandidate c = Timed("c" + std::to_string(i), {1e-3 * (6 - i)});
+    c.check_sleep_s = 0.03;
+    cands.push_back(c);
+  }
+  FakeBackend backend(cands);
+  TuneOptions opt;
+  opt.budget_seconds = 0.05;
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Two 30 ms checks exceed 50 ms, so at most two candidates start; the first always does.
+  EXPECT_GE(r->tried, 1);
+  EXPECT_LE(r->tried, 2);
+  ASSERT_EQ(r->candidates.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    const CandidateResult& c = r->candidates[i];
+    if (i < r->tried) {
+      EXPECT_NE(c.phase, "skipped") << i;
+      EXPECT_TRUE(c.measurement.valid) << i;
+    } else {
+      EXPECT_EQ(c.phase, "skipped") << i;
+      EXPECT_FALSE(c.measurement.valid);
+      EXPECT_EQ(c.measurement.error, "time budget exhausted");
+      EXPECT_EQ(backend.check_calls(c.candidate.name), 0);
+    }
+  }
+  EXPECT_EQ(r->valid, r->tried);
+  EXPECT_EQ(r->best.name, "c" + std::to_string(r->tried - 1));  // fastest of those tried
+}
+
+TEST(TunerTest, CancelFromProgressStopsTheTune) {
+  FakeBackend backend(
+      {Timed("a", {1e-3}), Timed("b", {1e-3}), Timed("c", {1e-3}), Timed("d", {1e-3})});
+  std::atomic<bool> cancel{false};
+  int calls = 0;
+  StatusOr<TuneResult> r = RunTune(
+      backend, SmallProblem(), TuneOptions{},
+      [&](const CandidateResult&, int index, int) {
+        ++calls;
+        if (index == 2) cancel = true;
+      },
+      &cancel);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(backend.check_calls("c"), 0);
+  EXPECT_EQ(backend.check_calls("d"), 0);
+}
+
+TEST(TunerTest, CancelledBeforeStartRunsNothing) {
+  FakeBackend backend({Timed("a", {1e-3})});
+  std::atomic<bool> cancel{true};
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{}, nullptr, &cancel);
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(backend.check_calls("a"), 0);
+}
+
+TEST(TunerTest, ProgressOncePerCandidateInTheQuickPass) {
+  FakeBackend backend({Timed("a", {3e-3}), FailsCheck("b", 1e-3), Timed("c", {2e-3}),
+                       Timed("d", {4e-3}), Timed("e", {5e-3})});
+  struct Call {
+    std::string name, phase;
+    int index, total;
+  };
+  std::vector<Call> calls;
+  TuneOptions opt;
+  opt.finalists = 1;
+  opt.finalist_margin = 0;
+  StatusOr<TuneResult> r =
+      RunTune(backend, SmallProblem(), opt, [&](const CandidateResult& c, int index, int total) {
+        calls.push_back({c.candidate.name, c.phase, index, total});
+      });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Five quick-pass results in order, then one final result for the single finalist.
+  ASSERT_EQ(calls.size(), 6u);
+  const char* names[] = {"a", "b", "c", "d", "e"};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(calls[i].name, names[i]);
+    EXPECT_EQ(calls[i].index, i + 1);
+    EXPECT_EQ(calls[i].total, 5);
+    EXPECT_EQ(calls[i].phase, i == 1 ? "check" : "quick");
+  }
+  EXPECT_EQ(calls[5].name, "c");
+  EXPECT_EQ(calls[5].phase, "final");
+  EXPECT_EQ(calls[5].index, 3);
+  EXPECT_EQ(calls[5].total, 5);
+}
+
+TEST(TunerTest, FinalistsAreTheTopNPlusThoseWithinTheMargin) {
+  FakeBackend backend({Timed("d", {1.5e-3}), Timed("a", {1.0e-3}), Timed("c", {1.14e-3}),
+                       Timed("b", {1.1e-3}), Timed("e", {1.2e-3})});
+  TuneOptions opt;
+  opt.finalists = 1;
+  opt.finalist_margin = 0.15;
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const char* n : {"a", "b", "c"}) {
+    EXPECT_EQ(ResultOf(*r, n).phase, "final") << n;
+    EXPECT_GT(backend.measure_calls(n), 1) << n;
+  }
+  for (const char* n : {"d", "e"}) {
+    EXPECT_EQ(ResultOf(*r, n).phase, "quick") << n;
+    EXPECT_EQ(backend.measure_calls(n), 1) << n;
+  }
+
+  // Without a margin, exactly the top `finalists`.
+  FakeBackend backend2({Timed("d", {1.5e-3}), Timed("a", {1.0e-3}), Timed("c", {1.14e-3}),
+                        Timed("b", {1.1e-3}), Timed("e", {1.2e-3})});
+  opt.finalists = 2;
+  opt.finalist_margin = 0;
+  r = RunTune(backend2, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::set<std::string> finals;
+  for (const CandidateResult& c : r->candidates)
+    if (c.phase == "final") finals.insert(c.candidate.name);
+  EXPECT_EQ(finals, (std::set<std::string>{"a", "b"}));
+}
+
+TEST(TunerTest, TheFinalPassDecides) {
+  // "a" looks best in the quick pass but is slower when re-measured.
+  FakeBackend backend({Timed("a", {1.0e-3, 2.0e-3}), Timed("b", {1.1e-3, 1.05e-3})});
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "b");
+  EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 1.05e-3);
+  EXPECT_DOUBLE_EQ(ResultOf(*r, "a").measurement.median_s, 2.0e-3);
+}
+
+TEST(TunerTest, FinalPassInterleavesRoundsWithTheCeiling) {
+  FakeBackend backend(
+      {Timed("a", {1.0e-3}), Timed("b", {1.1e-3}), Timed("c", {1.2e-3}), Timed("z", {9e-3})});
+  TuneOptions opt;
+  opt.finalists = 3;
+  opt.finalist_margin = 0;
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::vector<std::string> log = FinalPassLog(backend);
+  const std::set<std::string> slot_set = {"measure:a", "measure:b", "measure:c", "ceiling"};
+  ASSERT_GE(log.size(), 2 * slot_set.size()) << "expected several rounds";
+  ASSERT_EQ(log.size() % slot_set.size(), 0u);
+  const int rounds = static_cast<int>(log.size() / slot_set.size());
+  for (int k = 0; k < rounds; ++k) {
+    std::set<std::string> round(log.begin() + k * 4, log.begin() + (k + 1) * 4);
+    EXPECT_EQ(round, slot_set) << "round " << k;
+  }
+  EXPECT_EQ(backend.ceiling_calls(), 1 + rounds);
+  EXPECT_EQ(backend.measure_calls("z"), 1);
+  // The final options are shared out over the rounds, and together reach the final targets.
+  std::vector<MeasureOptions> o = backend.measure_options("a");
+  ASSERT_EQ(o.size(), static_cast<size_t>(1 + rounds));
+  EXPECT_EQ(o[0].min_samples, opt.quick.min_samples);
+  EXPECT_DOUBLE_EQ(o[0].min_seconds, opt.quick.min_seconds);
+  double seconds = 0;
+  int samples = 0;
+  for (int k = 1; k <= rounds; ++k) {
+    seconds += o[k].min_seconds;
+    samples += o[k].min_samples;
+  }
+  EXPECT_NEAR(seconds, opt.final.min_seconds, 1e-12);
+  EXPECT_GE(samples, opt.final.min_samples);
+  EXPECT_GE(r->best_measurement.samples, opt.final.min_samples);
+}
+
+TEST(TunerTest, ExhaustiveRemeasuresEveryValidCandidate) {
+  FakeBackend backend({Timed("a", {1e-3}), Timed("b", {5e-3}), FailsCheck("x", 1e-4),
+                       Timed("c", {9e-3}), Timed("d", {2e-2})});
+  TuneOptions opt;
+  opt.exhaustive = true;
+  opt.finalists = 1;
+  opt.finalist_margin = 0;
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const char* n : {"a", "b", "c", "d"}) {
+    EXPECT_EQ(ResultOf(*r, n).phase, "final") << n;
+    EXPECT_GT(backend.measure_calls(n), 1) << n;
+  }
+  EXPECT_EQ(ResultOf(*r, "x").phase, "check");
+  EXPECT_EQ(backend.measure_calls("x"), 0);
+  EXPECT_EQ(r->best.name, "a");
+}
+
+TEST(TunerTest, FinalistFailingItsRemeasureCannotWin) {
+  // "a" is fastest in the quick pass, but fails when re-measured in the final pass.
+  FakeCandidate a = Timed("a", {1e-4});
+  a.measure_status = Status::Internal("worker died");
+  a.measure_fails_from = 1;
+  FakeBackend backend({a, Timed("b", {1e-3})});
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "b");
+  const CandidateResult& ra = ResultOf(*r, "a");
+  EXPECT_EQ(ra.phase, "final");
+  EXPECT_FALSE(ra.measurement.valid);
+  EXPECT_NE(ra.measurement.error.find("worker died"), std::string::npos);
+  EXPECT_EQ(r->valid, 1);
+}
+
+TEST(TunerTest, OpenErrorIsReturned) {
+  FakeBackend backend({Timed("a", {1e-3})});
+  backend.set_open_status(Status::ResourceExhausted("too big"));
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{});
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(backend.check_calls("a"), 0);
+}
+
+TEST(TunerTest, InvalidProblemIsRejected) {
+  FakeBackend backend({Timed("a", {1e-3})});
+  Problem p = SmallProblem();
+  p.rows = 0;
+  StatusOr<TuneResult> r = RunTune(backend, p, TuneOptions{});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TunerTest, RealCpuBackendTunesASmallProblemQuickly) {
+  CpuBackendOptions bo;
+  bo.enable_test_faults = true;  // wrong candidates must be rejected, never win
+  CpuBackend backend(bo);
+  Problem p;
+  p.rows = 100;
+  p.cols = 70;
+  p.dtype = DType::kF32;
+  p.ld_out = 104;
+  const auto t0 = std::chrono::steady_clock::now();
+  StatusOr<TuneResult> r = RunTune(backend, p, TuneOptions{});
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_LT(wall, 2.0);
+  EXPECT_EQ(r->best.name.rfind("cpu.", 0), 0u) << r->best.name;
+  EXPECT_EQ(r->best.name.find("test"), std::string::npos) << r->best.name;
+  EXPECT_TRUE(r->best_measurement.valid);
+  EXPECT_GT(r->best_measurement.median_s, 0);
+  EXPECT_TRUE(r->ceiling.valid);
+  EXPECT_GT(r->ceiling_gbps(), 0);
+  EXPECT_EQ(r->device.backend, "cpu");
+  EXPECT_EQ(ResultOf(*r, "cpu.test.skiplast").phase, "check");
+  EXPECT_EQ(ResultOf(*r, "cpu.test.gapwrite").phase, "check");
+  EXPECT_EQ(r->tried, static_cast<int>(backend.Candidates(p).size()));
+  EXPECT_EQ(r->valid, r->tried - 2);
+  for (const CandidateResult& c : r->candidates)
+    EXPECT_TRUE(c.measurement.valid || c.candidate.name.find("test") != std::string::npos)
+        << c.candidate.name << " (" << c.phase << "): " << c.measurement.error;
+}
+
+}  // namespace
+}  // namespace transposed
