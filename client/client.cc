@@ -80,6 +80,10 @@ StatusOr<Problem> ProblemFromProto(const v1::Problem& problem) {
   return p;
 }
 
+std::map<std::string, int64_t> VariantParams(const v1::Variant& variant) {
+  return std::map<std::string, int64_t>(variant.params().begin(), variant.params().end());
+}
+
 v1::DeviceSelector DeviceByIndex(int32_t index) {
   v1::DeviceSelector d;
   d.set_index(index);

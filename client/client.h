@@ -16,8 +16,8 @@
 //                       client->GetConfig(problem, transposed::DeviceByIndex(0)));
 //   // The answer names the fastest variant for this problem on this device; the parameters
 //   // rebuild the kernel configuration (FromName(answer.variant().name()) works as well).
-//   TR_ASSIGN_OR_RETURN(auto config,
-//                       transposed::kernels::TransposeConfig::FromParams(answer.variant().params()));
+//   TR_ASSIGN_OR_RETURN(auto config, transposed::kernels::TransposeConfig::FromParams(
+//                                        transposed::VariantParams(answer.variant())));
 //   TR_RETURN_IF_ERROR(transposed::kernels::Launch(config, problem, d_in, d_out, stream));
 //
 // Ask once per distinct problem and keep the config: after the first tune an answer comes from
@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ StatusOr<Problem> ProblemFromProto(const v1::Problem& problem);
 v1::DeviceSelector DeviceByIndex(int32_t index);
 v1::DeviceSelector DeviceByUuid(const std::string& uuid);
 v1::DeviceSelector DeviceFromString(const std::string& text);
+
+// The variant's parameters as the std::map that kernels::TransposeConfig::FromParams takes.
+std::map<std::string, int64_t> VariantParams(const v1::Variant& variant);
 
 class Client {
  public:
