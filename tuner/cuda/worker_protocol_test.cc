@@ -187,7 +187,7 @@ TEST(WorkerProcessTest, ReportsExitAndSignal) {
 }
 
 TEST(WorkerProcessTest, HungChildIsKilledAtTheTimeout) {
-  WorkerProcess hang("/bin/sh", {"-c", "sleep 30"});
+  WorkerProcess hang("/bin/sh", {"-c", "exec sleep 30"});
   ASSERT_TRUE(hang.Start().ok());
   auto t0 = std::chrono::steady_clock::now();
   auto r = hang.Call(json{{"op", "describe"}}, 0.3);
@@ -204,7 +204,7 @@ TEST(WorkerProcessTest, RunAndCapture) {
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(*out, "3\n");
   EXPECT_FALSE(RunAndCapture("/bin/sh", {"-c", "exit 1"}, 10).ok());
-  EXPECT_EQ(RunAndCapture("/bin/sh", {"-c", "sleep 30"}, 0.2).status().code(),
+  EXPECT_EQ(RunAndCapture("/bin/sh", {"-c", "exec sleep 30"}, 0.2).status().code(),
             StatusCode::kDeadlineExceeded);
 }
 
