@@ -53,6 +53,8 @@ struct TuneResult {
 };
 
 // Called once per candidate result as it completes: (result, 1-based index, quick-pass total).
+// The quick pass reports every candidate once, in order (index 1..total; phase "quick", "check"
+// or "skipped"); then each finalist's final result follows with its own index (phase "final").
 using ProgressFn = std::function<void(const CandidateResult&, int, int)>;
 
 // Runs a tune. Errors: whatever Backend::Open returns (e.g. RESOURCE_EXHAUSTED); NOT_FOUND
