@@ -1,0 +1,185 @@
+#include "server/convert.h"
+
+namespace transposed {
+
+std::string DTypeNameList() {
+  std::string s;
+  for (DType t : AllDTypes()) {
+    if (!s.empty()) s += ", ";
+    s += DTypeName(t);
+  }
+  return s;
+}
+
+namespace {
+
+StatusOr<DType> ParseDTypeField(const std::string& name, const std::string& field) {
+  if (name.empty())
+    return Status::InvalidArgument(field + ": required (one of " + DTypeNameList() + ")");
+  auto t = ParseDType(name);
+  if (!t.has_value())
+    return Status::InvalidArgument(field + ": unknown element type '" + name +
+                                   "' (expected one of " + DTypeNameList() + ")");
+  return *t;
+}
+
+}  // namespace
+
+StatusOr<Problem> ProblemFromProto(const pb::Problem& p) {
+  Problem out;
+  out.rows = p.rows();
+  out.cols = p.cols();
+  if (p.has_batch()) {
+    if (p.batch() <= 0)
+      return Status::InvalidArgument("problem.batch: must be >= 1 (or unset for 1), got " +
+                                     std::to_string(p.batch()));
+    out.batch = p.batch();
+  } else {
+    out.batch = 1;
+  }
+  TR_ASSIGN_OR_RETURN(out.dtype, ParseDTypeField(p.dtype(), "problem.dtype"));
+  if (p.ld_in() < 0)
+    return Status::InvalidArgument("problem.ld_in: must be 0 (dense) or >= cols, got " +
+                                   std::to_string(p.ld_in()));
+  if (p.ld_out() < 0)
+    return Status::InvalidArgument("problem.ld_out: must be 0 (dense) or >= rows, got " +
+                                   std::to_string(p.ld_out()));
+  out.ld_in = p.ld_in();
+  out.ld_out = p.ld_out();
+  return out;
+}
+
+DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s) {
+  DeviceRef ref;
+  switch (s.selector_case()) {
+    case pb::DeviceSelector::kIndex:
+      ref.index = s.index();
+      break;
+    case pb::DeviceSelector::kUuid:
+      ref.uuid = s.uuid();
+      break;
+    case pb::DeviceSelector::SELECTOR_NOT_SET:
+      break;
+  }
+  return ref;
+}
+
+pb::Problem ProblemToProto(const Problem& p) {
+  pb::Problem out;
+  out.set_rows(p.rows);
+  out.set_cols(p.cols);
+  out.set_batch(p.batch);
+  out.set_dtype(std::string(DTypeName(p.dtype)));
+  out.set_ld_in(p.ld_in);
+  out.set_ld_out(p.ld_out);
+  return out;
+}
+
+pb::Device DeviceToProto(const DeviceInfo& d) {
+  pb::Device out;
+  out.set_index(d.index);
+  out.set_uuid(d.uuid);
+  out.set_name(d.name);
+  out.set_backend(d.backend);
+  out.set_memory_bytes(d.memory_bytes);
+  out.set_library_version(d.library_version);
+  out.set_fingerprint(d.Fingerprint());
+  for (const auto& [k, v] : d.attributes) (*out.mutable_attributes())[k] = v;
+  return out;
+}
+
+pb::Variant VariantToProto(const Candidate& c, const std::string& backend) {
+  pb::Variant out;
+  out.set_name(c.name);
+  out.set_backend(backend);
+  for (const auto& [k, v] : c.params) (*out.mutable_params())[k] = v;
+  return out;
+}
+
+pb::Measurement MeasurementToProto(const Measurement& m, int64_t problem_bytes) {
+  pb::Measurement out;
+  out.set_valid(m.valid);
+  out.set_error(m.error);
+  out.set_median_s(m.median_s);
+  out.set_min_s(m.min_s);
+  out.set_max_s(m.max_s);
+  out.set_rel_spread(m.rel_spread());
+  out.set_samples(m.samples);
+  out.set_warmup(m.warmup);
+  out.set_gbps(EffectiveGBps(problem_bytes, m.median_s));
+  out.set_method(m.method);
+  return out;
+}
+
+pb::CandidateResult CandidateResultToProto(const CandidateResult& r, const std::string& backend,
+                                           int64_t problem_bytes) {
+  pb::CandidateResult out;
+  *out.mutable_variant() = VariantToProto(r.candidate, backend);
+  *out.mutable_measurement() = MeasurementToProto(r.measurement, problem_bytes);
+  out.set_phase(r.phase);
+  return out;
+}
+
+pb::Source SourceToProto(AnswerSource s) {
+  switch (s) {
+    case AnswerSource::kCache:
+      return pb::SOURCE_CACHE;
+    case AnswerSource::kTuned:
+      return pb::SOURCE_TUNED;
+  }
+  return pb::SOURCE_UNSPECIFIED;
+}
+
+pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source) {
+  pb::Answer out;
+  const int64_t bytes = r.problem.bytes();
+  *out.mutable_problem() = ProblemToProto(r.problem);
+  *out.mutable_problem()->mutable_device() = [&] {
+    pb::DeviceSelector s;
+    s.set_index(r.device.index);
+    return s;
+  }();
+  *out.mutable_variant() = VariantToProto(r.best, r.device.backend);
+  const double gbps = r.gbps();
+  const double ceiling = r.ceiling_gbps();
+  out.set_gbps(gbps);
+  out.set_ceiling_gbps(ceiling);
+  out.set_ratio(ceiling > 0 ? gbps / ceiling : 0);
+  out.set_rel_spread(r.best_measurement.rel_spread());
+  *out.mutable_measurement() = MeasurementToProto(r.best_measurement, bytes);
+  *out.mutable_ceiling() = MeasurementToProto(r.ceiling, bytes);
+  out.set_source(SourceToProto(source));
+  out.set_tuned_at_unix_ms(r.tuned_at_unix_ms);
+  out.set_candidates_tried(r.tried);
+  out.set_candidates_valid(r.valid);
+  out.set_tune_seconds(r.tune_seconds);
+  *out.mutable_device() = DeviceToProto(r.device);
+  return out;
+}
+
+StatusOr<EntryQuery> EntryQueryFromProto(const pb::EntryFilter& f) {
+  EntryQuery q;
+  q.filter.device_fingerprint = f.device_fingerprint();
+  if (f.has_device() && f.device().selector_case() != pb::DeviceSelector::SELECTOR_NOT_SET)
+    q.device = DeviceRefFromProto(f.device());
+  if (!f.dtype().empty()) {
+    TR_ASSIGN_OR_RETURN(q.filter.dtype, ParseDTypeField(f.dtype(), "filter.dtype"));
+  }
+  auto non_negative = [](const char* field, int64_t v) -> Status {
+    if (v < 0)
+      return Status::InvalidArgument(std::string(field) + ": must be >= 0 (0: any), got " +
+                                     std::to_string(v));
+    return Status::OK();
+  };
+  TR_RETURN_IF_ERROR(non_negative("filter.rows", f.rows()));
+  TR_RETURN_IF_ERROR(non_negative("filter.cols", f.cols()));
+  TR_RETURN_IF_ERROR(non_negative("filter.tuned_before_unix_ms", f.tuned_before_unix_ms()));
+  q.filter.rows = f.rows();
+  q.filter.cols = f.cols();
+  q.filter.variant = f.variant();
+  q.filter.tuned_before_unix_ms = f.tuned_before_unix_ms();
+  q.filter.library_version = f.library_version();
+  return q;
+}
+
+}  // namespace transposed

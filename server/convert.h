@@ -1,0 +1,48 @@
+// Conversions between the gRPC API's messages (transposed/v1/transposed.proto) and core types.
+//
+// Parsing from proto validates what the proto cannot express (dtype names, optional batch) and
+// names the offending field as the API spells it (`problem.dtype`, `filter.dtype`); range checks
+// of the sizes themselves are ValidateProblem's job, done by the service. Pure functions;
+// thread-safe.
+#pragma once
+
+#include "core/problem.h"
+#include "core/status.h"
+#include "server/service.h"
+#include "server/store.h"
+#include "transposed/v1/transposed.grpc.pb.h"
+#include "tuner/backend.h"
+#include "tuner/tuner.h"
+
+namespace transposed {
+
+namespace pb = ::transposed::v1;
+
+// "f16, bf16, f32, ..." (every DTypeName).
+std::string DTypeNameList();
+
+// proto Problem -> core Problem. dtype is parsed with ParseDType (unknown: INVALID_ARGUMENT
+// "problem.dtype: unknown element type 'x' (expected one of f16, bf16, ...)"; empty: "problem.dtype:
+// required ..."); batch unset -> 1, set to <= 0 -> INVALID_ARGUMENT "problem.batch: ...".
+StatusOr<Problem> ProblemFromProto(const pb::Problem& p);
+// The problem's device selector (unset oneof -> neither index nor uuid: device 0).
+DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s);
+// core Problem -> proto Problem (batch always set; device selector left unset).
+pb::Problem ProblemToProto(const Problem& p);
+
+pb::Device DeviceToProto(const DeviceInfo& d);  // fingerprint included
+pb::Variant VariantToProto(const Candidate& c, const std::string& backend);
+// gbps = EffectiveGBps(problem_bytes, median_s).
+pb::Measurement MeasurementToProto(const Measurement& m, int64_t problem_bytes);
+pb::CandidateResult CandidateResultToProto(const CandidateResult& r, const std::string& backend,
+                                           int64_t problem_bytes);
+// Answer from a tune result: ratio = gbps / ceiling_gbps (0 without a ceiling), rel_spread of the
+// winner, counts, tune_seconds, tuned_at, device (with its index and fingerprint).
+pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source);
+pb::Source SourceToProto(AnswerSource s);
+
+// EntryFilter -> EntryQuery (the device selector, if set, is resolved by the service).
+// INVALID_ARGUMENT "filter.dtype: ..." for an unknown dtype; negative rows/cols/time likewise.
+StatusOr<EntryQuery> EntryQueryFromProto(const pb::EntryFilter& f);
+
+}  // namespace transposed

@@ -1,0 +1,189 @@
+// transposed: the auto-tuning daemon for GPU (and CPU) matrix transposition.
+//
+// Serves transposed.v1.Transposer over gRPC (with health checking and reflection), answers from
+// its SQLite cache and tunes on a miss. SIGINT/SIGTERM are blocked in every thread; a dedicated
+// thread sigwait()s for them and shuts down from normal context: cancel tunes, stop the server,
+// join device workers, close the database, exit 0.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/version.h"
+#include "server/backends.h"
+#include "server/grpc_service.h"
+#include "server/service.h"
+#include "server/store.h"
+
+namespace {
+
+struct Flags {
+  std::string listen = "127.0.0.1:50051";
+  std::string db = "transposed.db";
+  std::string backend = "auto";
+  double tune_budget = 20.0;
+  int cpu_threads = 0;
+  std::string worker;
+  std::string log_level = "info";
+  std::string log_file;
+  std::string port_file;
+};
+
+// Logs to the file (flushed on every line, so tests and tail -f see it at once) or to stderr.
+bool SetUpLogging(const Flags& flags) {
+  std::shared_ptr<spdlog::logger> logger;
+  try {
+    if (flags.log_file.empty()) {
+      logger = spdlog::stderr_logger_mt("transposed");
+    } else {
+      logger = spdlog::basic_logger_mt("transposed", flags.log_file);
+    }
+  } catch (const spdlog::spdlog_ex& e) {
+    std::fprintf(stderr, "transposed: --log-file %s: %s\n", flags.log_file.c_str(), e.what());
+    return false;
+  }
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%t] %v");
+  logger->set_level(spdlog::level::from_str(flags.log_level));
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+  return true;
+}
+
+// Writes the port to `path` atomically: a temporary file beside it, then rename.
+bool WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    out.flush();
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals before any thread exists, so that every thread inherits the mask
+  // and only the signal thread's sigwait() ever sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Flags flags;
+  CLI::App app{"transposed: auto-tuning service for matrix transposition"};
+  app.set_version_flag("--version", std::string("transposed ") + transposed::kProjectVersion +
+                                        " (kernel library " + transposed::kLibraryVersion + ")");
+  app.set_config("--config", "", "TOML or INI file with the same keys as the long flags");
+  app.add_option("--listen", flags.listen, "HOST:PORT to serve gRPC on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--db", flags.db, "SQLite database file of tuning results")
+      ->capture_default_str();
+  app.add_option("--backend", flags.backend, "measuring backend")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--tune-budget", flags.tune_budget, "wall-time budget of one tune, seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--cpu-threads", flags.cpu_threads,
+                 "most threads a CPU candidate uses (0: all hardware threads)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--worker", flags.worker,
+                 "the CUDA worker executable (default: transposed-worker next to this one)");
+  app.add_option("--log-level", flags.log_level, "log level")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+  app.add_option("--log-file", flags.log_file, "log to this file instead of stderr");
+  app.add_option("--port-file", flags.port_file,
+                 "write the bound port to this file once serving (atomically, via rename)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!SetUpLogging(flags)) return 1;
+  spdlog::info("transposed {} starting (kernel library {}), pid {}", transposed::kProjectVersion,
+               transposed::kLibraryVersion, static_cast<long>(getpid()));
+
+  transposed::BackendOptions backend_options;
+  backend_options.cpu_threads = flags.cpu_threads;
+  backend_options.worker_path = flags.worker;
+  auto backends = transposed::MakeBackends(flags.backend, backend_options);
+  if (!backends.ok()) {
+    spdlog::error("cannot set up the backend: {}", backends.status().ToString());
+    return 1;
+  }
+  for (size_t i = 0; i < backends->size(); ++i) {
+    const auto& d = (*backends)[i]->device();
+    spdlog::info("device {}: backend={} name='{}' uuid={} memory_bytes={} fingerprint={}", i,
+                 d.backend, d.name, d.uuid, d.memory_bytes, d.Fingerprint());
+  }
+
+  auto store = transposed::Store::Open(flags.db);
+  if (!store.ok()) {
+    spdlog::error("cannot open the database --db={}: {}", flags.db, store.status().ToString());
+    return 1;
+  }
+  spdlog::info("db={}", flags.db);
+
+  transposed::ServiceOptions options;
+  options.tune_budget_seconds = flags.tune_budget;
+  auto service =
+      transposed::TransposeService::Create(std::move(backends).value(), store->get(), options);
+  if (!service.ok()) {
+    spdlog::error("cannot start the service: {}", service.status().ToString());
+    return 1;
+  }
+
+  transposed::GrpcTransposer grpc_service(service->get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&grpc_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    spdlog::error("cannot listen on --listen={} (address in use, or not a valid HOST:PORT)",
+                  flags.listen);
+    if (server) server->Shutdown();
+    return 1;
+  }
+  spdlog::info("listening on {} (port {})", flags.listen, port);
+  if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
+    spdlog::error("cannot write --port-file={}", flags.port_file);
+    (*service)->Shutdown();
+    server->Shutdown();
+    return 1;
+  }
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    while (sigwait(&signals, &sig) != 0) {
+    }
+    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    // Cancel tunes first so that waiting requests return CANCELLED at once, then stop serving.
+    (*service)->Shutdown();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  });
+  server->Wait();
+  signal_thread.join();
+  server.reset();
+  service->reset();  // joins the device workers (already joined by Shutdown)
+  store->reset();    // closes the database
+  spdlog::info("shutdown complete");
+  spdlog::shutdown();
+  return 0;
+}

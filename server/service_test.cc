@@ -1,0 +1,582 @@
+#include "server/service.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "server/convert.h"
+#include "server/store.h"
+#include "tuner/fake_backend.h"
+
+namespace transposed {
+namespace {
+
+using namespace std::chrono_literals;
+
+// What every TrackingBackend of a test shares: open sessions (to prove tunes never overlap) and a
+// gate that holds every Check until released (to keep a tune "running" as long as a test needs).
+struct Tracker {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false;
+  int active = 0;
+  int max_active = 0;
+  int opens = 0;
+
+  void Hold() {
+    std::lock_guard<std::mutex> l(mu);
+    held = true;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> l(mu);
+    held = false;
+    cv.notify_all();
+  }
+  // Waits until at least `n` sessions are open; false after 10 s.
+  bool WaitActive(int n) {
+    std::unique_lock<std::mutex> l(mu);
+    return cv.wait_for(l, 10s, [&] { return active >= n; });
+  }
+  int Get(int Tracker::*field) {
+    std::lock_guard<std::mutex> l(mu);
+    return this->*field;
+  }
+};
+
+class TrackingSession : public Session {
+ public:
+  TrackingSession(std::unique_ptr<Session> inner, std::shared_ptr<Tracker> t)
+      : inner_(std::move(inner)), t_(std::move(t)) {
+    std::lock_guard<std::mutex> l(t_->mu);
+    ++t_->active;
+    t_->max_active = std::max(t_->max_active, t_->active);
+    t_->cv.notify_all();
+  }
+  ~TrackingSession() override {
+    std::lock_guard<std::mutex> l(t_->mu);
+    --t_->active;
+    t_->cv.notify_all();
+  }
+  Status Check(const Candidate& c) override {
+    {
+      std::unique_lock<std::mutex> l(t_->mu);
+      t_->cv.wait(l, [&] { return !t_->held; });
+    }
+    return inner_->Check(c);
+  }
+  StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override {
+    return inner_->Measure(c, o);
+  }
+  StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override {
+    return inner_->MeasureCeiling(o);
+  }
+
+ private:
+  std::unique_ptr<Session> inner_;
+  std::shared_ptr<Tracker> t_;
+};
+
+class TrackingBackend : public Backend {
+ public:
+  TrackingBackend(std::unique_ptr<FakeBackend> inner, std::shared_ptr<Tracker> t)
+      : inner_(std::move(inner)), t_(std::move(t)) {}
+  const DeviceInfo& device() const override { return inner_->device(); }
+  std::vector<Candidate> Candidates(const Problem& p) const override {
+    return inner_->Candidates(p);
+  }
+  StatusOr<std::unique_ptr<Session>> Open(const Problem& p) override {
+    {
+      std::lock_guard<std::mutex> l(t_->mu);
+      ++t_->opens;
+    }
+    TR_ASSIGN_OR_RETURN(auto s, inner_->Open(p));
+    return std::unique_ptr<Session>(new TrackingSession(std::move(s), t_));
+  }
+
+ private:
+  std::unique_ptr<FakeBackend> inner_;
+  std::shared_ptr<Tracker> t_;
+};
+
+std::vector<FakeCandidate> ThreeCandidates(double check_sleep_s = 0) {
+  std::vector<FakeCandidate> c = {{"slow", {4e-3}}, {"fast", {1e-3}}, {"medium", {2e-3}}};
+  for (auto& f : c) f.check_sleep_s = check_sleep_s;
+  return c;
+}
+
+std::unique_ptr<Backend> MakeTracked(std::shared_ptr<Tracker> t,
+                                     std::vector<FakeCandidate> candidates,
+                                     const std::string& uuid = "fake-0") {
+  auto fake = std::make_unique<FakeBackend>(std::move(candidates));
+  fake->mutable_device().uuid = uuid;
+  return std::make_unique<TrackingBackend>(std::move(fake), std::move(t));
+}
+
+Problem P(int64_t rows, int64_t cols, DType dtype = DType::kF32) {
+  Problem p;
+  p.rows = rows;
+  p.cols = cols;
+  p.dtype = dtype;
+  return p;
+}
+
+ConfigRequest Req(const Problem& p, bool cache_only = false) {
+  ConfigRequest r;
+  r.problem = p;
+  r.cache_only = cache_only;
+  return r;
+}
+
+ServiceOptions FastOptions() {
+  ServiceOptions o;
+  o.tune_budget_seconds = 30;
+  o.tune.quick = {0, 1, 0, 1};
+  o.tune.final = {0, 1, 0, 1};
+  return o;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = Store::Open(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+  }
+
+  // One device (or more) of tracked fakes.
+  void Start(std::vector<FakeCandidate> candidates = ThreeCandidates(), int devices = 1) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    for (int i = 0; i < devices; ++i)
+      backends.push_back(MakeTracked(tracker_, candidates, "fake-" + std::to_string(i)));
+    auto s = TransposeService::Create(std::move(backends), store_.get(), FastOptions());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    service_ = std::move(s).value();
+  }
+
+  void TearDown() override {
+    tracker_->Release();
+    service_.reset();
+    store_.reset();
+  }
+
+  std::shared_ptr<Tracker> tracker_ = std::make_shared<Tracker>();
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<TransposeService> service_;
+};
+
+TEST_F(ServiceTest, MissTunesThenHitsCache) {
+  Start();
+  auto first = service_->GetConfig(Req(P(256, 512)));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->source, AnswerSource::kTuned);
+  EXPECT_EQ(first->result.best.name, "fast");
+  EXPECT_EQ(first->device_index, 0);
+  EXPECT_EQ(first->result.device.uuid, "fake-0");
+  EXPECT_GT(first->result.gbps(), 0);
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 1);
+
+  auto second = service_->GetConfig(Req(P(256, 512)));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->source, AnswerSource::kCache);
+  EXPECT_EQ(second->result.best.name, "fast");
+  EXPECT_EQ(second->result.tuned_at_unix_ms, first->result.tuned_at_unix_ms);
+  EXPECT_DOUBLE_EQ(second->result.gbps(), first->result.gbps());
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 1);  // no second tune
+
+  // An equivalent problem (dense ld written out) shares the cache entry.
+  Problem dense = P(256, 512);
+  dense.ld_in = 512;
+  dense.ld_out = 256;
+  auto third = service_->GetConfig(Req(dense));
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->source, AnswerSource::kCache);
+
+  ServiceCounters c = service_->counters();
+  EXPECT_EQ(c.tunes_started, 1);
+  EXPECT_EQ(c.tunes_completed, 1);
+  EXPECT_EQ(c.tunes_failed, 0);
+  EXPECT_EQ(c.cache_misses, 1);
+  EXPECT_EQ(c.cache_hits, 2);
+
+  auto entries = service_->ListEntries(EntryQuery{}, /*include_candidates=*/true, 0);
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].best.name, "fast");
+  EXPECT_EQ((*entries)[0].device.index, 0);
+  EXPECT_EQ((*entries)[0].candidates.size(), 3u);
+}
+
+TEST_F(ServiceTest, CacheOnlyMissIsNotFoundAndDoesNotTune) {
+  Start();
+  auto r = service_->GetConfig(Req(P(64, 64), /*cache_only=*/true));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("CACHE_ONLY"), std::string::npos);
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 0);
+  EXPECT_EQ(service_->counters().tunes_started, 0);
+  EXPECT_EQ(service_->counters().cache_misses, 1);
+
+  ASSERT_TRUE(service_->GetConfig(Req(P(64, 64))).ok());
+  auto hit = service_->GetConfig(Req(P(64, 64), /*cache_only=*/true));
+  ASSERT_TRUE(hit.ok());
+  EXPECT_EQ(hit->source, AnswerSource::kCache);
+}
+
+TEST_F(ServiceTest, ConcurrentRequestsForOneProblemShareOneTune) {
+  Start();
+  tracker_->Hold();  // the tune cannot finish before all 32 requests have joined it
+  constexpr int kThreads = 32;
+  std::vector<std::future<StatusOr<ConfigAnswer>>> futures;
+  for (int i = 0; i < kThreads; ++i)
+    futures.push_back(std::async(std::launch::async,
+                                 [&] { return service_->GetConfig(Req(P(1024, 768))); }));
+  // Every request counts its miss once it has joined (or started) the tune.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (service_->counters().cache_misses < kThreads && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(service_->counters().cache_misses, kThreads);
+  ASSERT_TRUE(tracker_->WaitActive(1));
+  tracker_->Release();
+
+  std::set<int64_t> tuned_at;
+  for (auto& f : futures) {
+    auto r = f.get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->source, AnswerSource::kTuned);
+    EXPECT_EQ(r->result.best.name, "fast");
+    tuned_at.insert(r->result.tuned_at_unix_ms);
+  }
+  EXPECT_EQ(tuned_at.size(), 1u);  // one and the same tune
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 1);
+  EXPECT_EQ(service_->counters().tunes_started, 1);
+  EXPECT_EQ(service_->counters().tunes_completed, 1);
+}
+
+TEST_F(ServiceTest, TunesOfDifferentProblemsOnOneDeviceNeverOverlap) {
+  Start(ThreeCandidates(/*check_sleep_s=*/0.003));
+  std::vector<std::future<StatusOr<ConfigAnswer>>> futures;
+  for (int i = 0; i < 16; ++i) {
+    const Problem p = P(100 + 10 * (i % 4), 200);
+    futures.push_back(
+        std::async(std::launch::async, [this, p] { return service_->GetConfig(Req(p)); }));
+  }
+  for (auto& f : futures) {
+    auto r = f.get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  EXPECT_EQ(tracker_->Get(&Tracker::max_active), 1);
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 4);  // one tune per distinct problem
+  EXPECT_EQ(service_->counters().tunes_started, 4);
+}
+
+TEST_F(ServiceTest, LookupsDoNotWaitBehindARunningTune) {
+  Start();
+  ASSERT_TRUE(service_->GetConfig(Req(P(32, 32))).ok());
+  tracker_->Hold();
+  auto blocked =
+      std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(4096, 64))); });
+  ASSERT_TRUE(tracker_->WaitActive(1));  // the tune of 4096x64 is running (and held)
+
+  auto lookup = std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(32, 32))); });
+  ASSERT_EQ(lookup.wait_for(5s), std::future_status::ready) << "a cache hit waited for a tune";
+  auto hit = lookup.get();
+  ASSERT_TRUE(hit.ok());
+  EXPECT_EQ(hit->source, AnswerSource::kCache);
+  // A CACHE_ONLY miss doesn't wait either, nor do the listings.
+  auto miss = service_->GetConfig(Req(P(8, 8), /*cache_only=*/true));
+  EXPECT_EQ(miss.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(service_->ListEntries(EntryQuery{}, false, 0).ok());
+  EXPECT_EQ(blocked.wait_for(0s), std::future_status::timeout);
+
+  tracker_->Release();
+  auto tuned = blocked.get();
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->source, AnswerSource::kTuned);
+}
+
+void ExpectError(const StatusOr<ConfigAnswer>& r, StatusCode code, const std::string& prefix) {
+  ASSERT_FALSE(r.ok()) << "expected " << StatusCodeName(code) << " " << prefix;
+  EXPECT_EQ(r.status().code(), code) << r.status().ToString();
+  EXPECT_EQ(r.status().message().rfind(prefix, 0), 0u) << r.status().ToString();
+}
+
+TEST_F(ServiceTest, BadInputsGiveTheRightCodesAndFieldNames) {
+  Start();
+  ExpectError(service_->GetConfig(Req(P(0, 4))), StatusCode::kInvalidArgument, "problem.rows:");
+  ExpectError(service_->GetConfig(Req(P(4, -1))), StatusCode::kInvalidArgument, "problem.cols:");
+  Problem batch0 = P(4, 4);
+  batch0.batch = 0;
+  ExpectError(service_->GetConfig(Req(batch0)), StatusCode::kInvalidArgument, "problem.batch:");
+  Problem ld = P(4, 8);
+  ld.ld_in = 7;
+  ExpectError(service_->GetConfig(Req(ld)), StatusCode::kInvalidArgument, "problem.ld_in:");
+  Problem ldo = P(4, 8);
+  ldo.ld_out = 3;
+  ExpectError(service_->GetConfig(Req(ldo)), StatusCode::kInvalidArgument, "problem.ld_out:");
+  Problem huge = P(int64_t{1} << 40, int64_t{1} << 40);
+  ExpectError(service_->GetConfig(Req(huge)), StatusCode::kInvalidArgument, "problem.rows");
+  // 20000 x 20000 f32: 1.6 GB in and 1.6 GB out; the fake device holds 1 GiB.
+  ExpectError(service_->GetConfig(Req(P(20000, 20000))), StatusCode::kResourceExhausted,
+              "problem.rows, problem.cols:");
+
+  ConfigRequest by_index = Req(P(4, 4));
+  by_index.device.index = 3;
+  ExpectError(service_->GetConfig(by_index), StatusCode::kNotFound,
+              "problem.device: no device with index 3 (this daemon has 1: 0=fake 'Fake Device'");
+  ConfigRequest by_uuid = Req(P(4, 4));
+  by_uuid.device.uuid = "GPU-nope";
+  ExpectError(service_->GetConfig(by_uuid), StatusCode::kNotFound,
+              "problem.device: no device with uuid 'GPU-nope'");
+  ForcedTuneRequest tune;
+  tune.problem = P(4, 4);
+  tune.device.index = -1;
+  auto t = service_->Tune(tune, nullptr);
+  EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
+
+  // The proto path: dtype names are parsed there, and the service sees the same field names.
+  v1::Problem proto;
+  proto.set_rows(4);
+  proto.set_cols(4);
+  proto.set_dtype("f24");
+  auto parsed = ProblemFromProto(proto);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parsed.status().message().rfind("problem.dtype: unknown element type 'f24'", 0), 0u);
+
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 0);  // nothing bad ever reached a backend
+}
+
+TEST_F(ServiceTest, NoCandidatesIsRefused) {
+  Start(std::vector<FakeCandidate>{});
+  auto r = service_->GetConfig(Req(P(16, 16)));
+  ExpectError(r, StatusCode::kInvalidArgument, "problem: no kernel configuration");
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 0);
+}
+
+TEST_F(ServiceTest, DevicesByIndexAndUuid) {
+  Start(ThreeCandidates(), /*devices=*/2);
+  auto devices = service_->ListDevices();
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].index, 0);
+  EXPECT_EQ(devices[1].index, 1);
+  EXPECT_NE(devices[0].Fingerprint(), devices[1].Fingerprint());
+  ConfigRequest r = Req(P(128, 128));
+  r.device.uuid = "fake-1";
+  auto a = service_->GetConfig(r);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->device_index, 1);
+  EXPECT_EQ(a->result.device.uuid, "fake-1");
+  // Cached per device: device 0 has not seen this problem.
+  ConfigRequest r0 = Req(P(128, 128), /*cache_only=*/true);
+  r0.device.index = 0;
+  EXPECT_EQ(service_->GetConfig(r0).status().code(), StatusCode::kNotFound);
+  r.cache_only = true;
+  EXPECT_TRUE(service_->GetConfig(r).ok());
+
+  EntryQuery on1;
+  on1.device = DeviceRef{1, std::nullopt};
+  auto entries = service_->ListEntries(on1, false, 0);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].device.index, 1);
+  EntryQuery on0;
+  on0.device = DeviceRef{0, std::nullopt};
+  EXPECT_TRUE(service_->ListEntries(on0, false, 0)->empty());
+}
+
+TEST_F(ServiceTest, DeleteEntries) {
+  Start();
+  ASSERT_TRUE(service_->GetConfig(Req(P(16, 16))).ok());
+  ASSERT_TRUE(service_->GetConfig(Req(P(16, 16, DType::kF16))).ok());
+
+  auto refused = service_->DeleteEntries(EntryQuery{}, /*all=*/false);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "filter: empty filter deletes everything; set all=true");
+  EXPECT_EQ(service_->ListEntries(EntryQuery{}, false, 0)->size(), 2u);
+
+  EntryQuery bad;
+  bad.device = DeviceRef{5, std::nullopt};
+  auto nf = service_->DeleteEntries(bad, false);
+  EXPECT_EQ(nf.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(nf.status().message().rfind("filter.device: no device with index 5", 0), 0u);
+
+  EntryQuery contradicting;
+  contradicting.device = DeviceRef{0, std::nullopt};
+  contradicting.filter.device_fingerprint = "ffffffffffffffff";
+  EXPECT_EQ(service_->DeleteEntries(contradicting, false).status().code(),
+            StatusCode::kInvalidArgument);
+
+  EntryQuery f16;
+  f16.filter.dtype = DType::kF16;
+  auto one = service_->DeleteEntries(f16, false);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(*one, 1);
+  auto rest = service_->DeleteEntries(EntryQuery{}, /*all=*/true);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(*rest, 1);
+  EXPECT_TRUE(service_->ListEntries(EntryQuery{}, false, 0)->empty());
+  // Gone from the cache: the next request tunes again.
+  auto again = service_->GetConfig(Req(P(16, 16)));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source, AnswerSource::kTuned);
+}
+
+TEST_F(ServiceTest, ForcedTuneStreamsProgressOnTheCallersThread) {
+  Start();
+  ASSERT_TRUE(service_->GetConfig(Req(P(64, 32))).ok());
+  ForcedTuneRequest req;
+  req.problem = P(64, 32);
+  std::vector<std::pair<int, int>> seen;
+  std::set<std::string> names;
+  bool other_thread = false;
+  const auto me = std::this_thread::get_id();
+  auto r = service_->Tune(req, [&](const CandidateResult& c, int index, int total) {
+    if (std::this_thread::get_id() != me) other_thread = true;
+    seen.emplace_back(index, total);
+    names.insert(c.candidate.name);
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->source, AnswerSource::kTuned);
+  EXPECT_FALSE(other_thread);
+  EXPECT_GE(seen.size(), 3u);  // every candidate at least once
+  EXPECT_EQ(names, (std::set<std::string>{"slow", "fast", "medium"}));
+  for (auto [index, total] : seen) {
+    EXPECT_GE(index, 1);
+    EXPECT_LE(index, total);
+    EXPECT_EQ(total, 3);
+  }
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 2);  // forced: tuned although cached
+  EXPECT_EQ(service_->counters().tunes_completed, 2);
+  auto cached = service_->GetConfig(Req(P(64, 32)));
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(cached->result.tuned_at_unix_ms, r->result.tuned_at_unix_ms);  // the new tune saved
+}
+
+TEST_F(ServiceTest, GetConfigJoinsAQueuedForcedTune) {
+  Start();
+  tracker_->Hold();
+  ForcedTuneRequest req;
+  req.problem = P(48, 48);
+  auto forced = std::async(std::launch::async, [&] { return service_->Tune(req, nullptr); });
+  ASSERT_TRUE(tracker_->WaitActive(1));
+  auto joined = std::async(std::launch::async, [&] { return service_->GetConfig(Req(req.problem)); });
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (service_->counters().cache_misses < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  tracker_->Release();
+  auto a = forced.get();
+  auto b = joined.get();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->result.tuned_at_unix_ms, b->result.tuned_at_unix_ms);
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 1);
+}
+
+TEST_F(ServiceTest, ClientCancellationStopsAnUnwantedTuneButNotASharedOne) {
+  Start();
+  tracker_->Hold();
+  std::atomic<bool> gone_a{false};
+  RequestContext ctx_a;
+  ctx_a.is_cancelled = [&] { return gone_a.load(); };
+  auto a = std::async(std::launch::async,
+                      [&] { return service_->GetConfig(Req(P(300, 300)), ctx_a); });
+  auto b = std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(300, 300))); });
+  ASSERT_TRUE(tracker_->WaitActive(1));
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (service_->counters().cache_misses < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  gone_a = true;
+  ASSERT_EQ(a.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(a.get().status().code(), StatusCode::kCancelled);
+  tracker_->Release();
+  auto rb = b.get();  // the other request still gets the shared tune's answer
+  ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+  EXPECT_EQ(service_->counters().tunes_completed, 1);
+
+  // A lone request that goes away cancels its tune.
+  tracker_->Hold();
+  std::atomic<bool> gone_c{false};
+  RequestContext ctx_c;
+  ctx_c.is_cancelled = [&] { return gone_c.load(); };
+  auto c = std::async(std::launch::async,
+                      [&] { return service_->GetConfig(Req(P(500, 500)), ctx_c); });
+  ASSERT_TRUE(tracker_->WaitActive(1));
+  gone_c = true;
+  ASSERT_EQ(c.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(c.get().status().code(), StatusCode::kCancelled);
+  tracker_->Release();
+  // The cancelled tune ends without saving; a new request tunes afresh and succeeds.
+  auto again = service_->GetConfig(Req(P(500, 500)));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->source, AnswerSource::kTuned);
+  EXPECT_EQ(service_->counters().tunes_failed, 1);
+  EXPECT_EQ(service_->counters().tunes_completed, 2);
+}
+
+TEST_F(ServiceTest, ShutdownCancelsATuneInFlightPromptly) {
+  // 200 candidates of 20 ms each: a 4 s tune, cancellable between candidates.
+  std::vector<FakeCandidate> many;
+  for (int i = 0; i < 200; ++i) {
+    FakeCandidate c{"c" + std::to_string(i), {1e-3}};
+    c.check_sleep_s = 0.02;
+    many.push_back(c);
+  }
+  Start(many);
+  // A cached answer, saved directly (tuning it here would take the whole 4 s).
+  TuneResult saved;
+  saved.problem = P(8, 8, DType::kU8);
+  saved.device = service_->ListDevices()[0];
+  saved.best = Candidate{"c0", {{"index", 0}}};
+  saved.best_measurement = Measurement::FromSamples({1e-3}, 0, "{}");
+  saved.ceiling = Measurement::FromSamples({5e-4}, 0, "{}");
+  saved.tried = saved.valid = 1;
+  saved.tuned_at_unix_ms = 1234;
+  ASSERT_TRUE(store_->SaveTune(saved).ok());
+  auto inflight = std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(90, 90))); });
+  ForcedTuneRequest queued;
+  queued.problem = P(91, 91);
+  auto waiting = std::async(std::launch::async, [&] { return service_->Tune(queued, nullptr); });
+  ASSERT_TRUE(tracker_->WaitActive(1));
+  const auto t0 = std::chrono::steady_clock::now();
+  service_->Shutdown();
+  const auto shutdown_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(shutdown_s, 2.0);
+  ASSERT_EQ(inflight.wait_for(2s), std::future_status::ready);
+  ASSERT_EQ(waiting.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(inflight.get().status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(waiting.get().status().code(), StatusCode::kCancelled);
+  // After shutdown, anything that would tune is refused; cached answers are still served.
+  EXPECT_EQ(service_->GetConfig(Req(P(92, 92))).status().code(), StatusCode::kCancelled);
+  auto cached = service_->GetConfig(Req(P(8, 8, DType::kU8)));
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_EQ(cached->source, AnswerSource::kCache);
+  EXPECT_EQ(cached->result.best.name, "c0");
+  EXPECT_EQ(service_->counters().tunes_completed, 0);
+  EXPECT_EQ(tracker_->Get(&Tracker::active), 0);
+  service_->Shutdown();  // idempotent
+}
+
+TEST(ServiceCreateTest, RegistersDevicesAndRejectsNoBackends) {
+  auto store = Store::Open(":memory:");
+  ASSERT_TRUE(store.ok());
+  auto none = TransposeService::Create({}, store->get(), ServiceOptions{});
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(std::make_unique<FakeBackend>(ThreeCandidates()));
+  auto s = TransposeService::Create(std::move(backends), store->get(), ServiceOptions{});
+  ASSERT_TRUE(s.ok());
+  auto devices = (*store)->Devices();
+  ASSERT_TRUE(devices.ok());
+  ASSERT_EQ(devices->size(), 1u);
+  EXPECT_EQ((*devices)[0].Fingerprint(), (*s)->ListDevices()[0].Fingerprint());
+}
+
+}  // namespace
+}  // namespace transposed
