@@ -234,6 +234,13 @@ class CudaBackend : public Backend {
 StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCudaBackends(
     const CudaBackendOptions& options) {
   TR_ASSIGN_OR_RETURN(std::string path, FindWorker(options));
+  // Test hook for the daemon's end-to-end fault test, which cannot set options itself.
+  bool faults = options.enable_test_faults;
+  if (const char* e = std::getenv("TRANSPOSED_CUDA_TEST_FAULTS"); e && std::string(e) == "1") {
+    spdlog::warn("cuda: TRANSPOSED_CUDA_TEST_FAULTS=1: the faulting test candidate {} is enabled",
+                 cuda_worker::kFaultCandidateName);
+    faults = true;
+  }
   TR_ASSIGN_OR_RETURN(std::string listed,
                       cuda_worker::RunAndCapture(path, {"--list"}, kListTimeoutSeconds));
   std::vector<std::unique_ptr<Backend>> backends;
@@ -244,7 +251,7 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCudaBackends(
     return backends;
   }
   for (int i = 0; i < count; ++i) {
-    auto worker = std::make_shared<DeviceWorker>(path, i, options.enable_test_faults);
+    auto worker = std::make_shared<DeviceWorker>(path, i, faults);
     auto info = worker->Describe();
     if (!info.ok()) {
       return Status(info.status().code(),
@@ -253,7 +260,7 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCudaBackends(
     info->index = i;
     spdlog::info("cuda device {}: {} {} (worker {})", i, info->name, info->uuid, path);
     backends.push_back(
-        std::make_unique<CudaBackend>(worker, std::move(*info), options.enable_test_faults));
+        std::make_unique<CudaBackend>(worker, std::move(*info), faults));
   }
   return backends;
 }

@@ -1,0 +1,158 @@
+// tune_eval: the search-quality evaluation of the CUDA backend (issue #4).
+//
+// For each benchmark problem it runs RunTune twice on the first GPU: with the default options
+// (the daemon's fast tune) and exhaustively (every valid candidate long-measured side by side).
+// It prints one CSV row per problem: the fast tune's seconds, pick, GB/s and share of the copy
+// ceiling, the exhaustive winner and its GB/s, the fast pick's GB/s as the exhaustive run
+// measured it, and whether that is within 2% of the exhaustive winner. Exit status 1 if any tune
+// failed. Worker: --worker, else $TRANSPOSED_WORKER, else next to this binary.
+//   tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING]
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tuner/cuda/cuda_backend.h"
+#include "tuner/tuner.h"
+
+namespace transposed {
+namespace {
+
+Problem P(int64_t rows, int64_t cols, DType t, int64_t batch = 1) {
+  Problem p;
+  p.rows = rows;
+  p.cols = cols;
+  p.dtype = t;
+  p.batch = batch;
+  return p;
+}
+
+std::vector<Problem> BenchmarkProblems() {
+  std::vector<Problem> v;
+  const int64_t m = 1 << 20;
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1024, 1024},
+                                                              {4096, 4096},
+                                                              {8192, 8192},
+                                                              {16384, 16384},
+                                                              {8192, 1024},
+                                                              {1024, 8192},
+                                                              {4097, 3001},
+                                                              {m, 8},
+                                                              {8, m}}) {
+    v.push_back(P(r, c, DType::kF32));
+  }
+  v.push_back(P(8192, 8192, DType::kF64));
+  v.push_back(P(4097, 3001, DType::kF64));
+  for (DType t : {DType::kF16, DType::kI8}) {
+    v.push_back(P(8192, 8192, t));
+    v.push_back(P(4097, 3001, t));
+    v.push_back(P(m, 8, t));
+  }
+  v.push_back(P(512, 384, DType::kF16, 256));
+  return v;
+}
+
+int Main(int argc, char** argv) {
+  CudaBackendOptions bo;
+  std::string csv_path, only;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--worker" && i + 1 < argc) {
+      bo.worker_path = argv[++i];
+    } else if (a == "--csv" && i + 1 < argc) {
+      csv_path = argv[++i];
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING]\n");
+      return 2;
+    }
+  }
+  auto backends = MakeCudaBackends(bo);
+  if (!backends.ok()) {
+    std::fprintf(stderr, "tune_eval: %s\n", backends.status().ToString().c_str());
+    return 1;
+  }
+  if (backends->empty()) {
+    std::fprintf(stderr, "tune_eval: no GPU visible\n");
+    return 1;
+  }
+  Backend& gpu = *(*backends)[0];
+  const DeviceInfo& d = gpu.device();
+  std::fprintf(stderr, "device: %s %s cc %s\n", d.name.c_str(), d.uuid.c_str(),
+               d.attributes.count("compute_capability") ? d.attributes.at("compute_capability").c_str() : "?");
+
+  std::ofstream csv_file;
+  if (!csv_path.empty()) csv_file.open(csv_path);
+  auto emit = [&](const std::string& line) {
+    std::cout << line << "\n" << std::flush;
+    if (csv_file.is_open()) csv_file << line << "\n" << std::flush;
+  };
+  emit("problem,bytes,candidates,tune_s,pick,pick_gbps,ceiling_gbps,pick_pct_ceiling,"
+       "exhaustive_s,exhaustive_best,exhaustive_best_gbps,pick_gbps_in_exhaustive,"
+       "pick_vs_best_pct,within_2pct");
+
+  TuneOptions fast;  // the daemon's defaults
+  TuneOptions exhaustive;
+  exhaustive.exhaustive = true;
+  exhaustive.budget_seconds = 600;
+  exhaustive.final = MeasureOptions{3, 30, 0.06, 20000};
+
+  int failures = 0, within = 0, rows = 0;
+  double worst_tune = 0;
+  for (const Problem& p : BenchmarkProblems()) {
+    if (!only.empty() && p.ToString().find(only) == std::string::npos) continue;
+    auto f = RunTune(gpu, p, fast);
+    if (!f.ok()) {
+      std::fprintf(stderr, "%s: fast tune failed: %s\n", p.ToString().c_str(),
+                   f.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    auto e = RunTune(gpu, p, exhaustive);
+    if (!e.ok()) {
+      std::fprintf(stderr, "%s: exhaustive tune failed: %s\n", p.ToString().c_str(),
+                   e.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    // The fast pick as the exhaustive run measured it (same long, side-by-side measurement).
+    double pick_in_e = 0;
+    for (const auto& c : e->candidates) {
+      if (c.candidate.name == f->best.name && c.measurement.valid) {
+        pick_in_e = EffectiveGBps(p.bytes(), c.measurement.median_s);
+      }
+    }
+    const double best_e = e->gbps();
+    const double pct = best_e > 0 ? 100.0 * pick_in_e / best_e : 0;
+    const bool ok2 = pct >= 98.0;
+    within += ok2 ? 1 : 0;
+    ++rows;
+    worst_tune = std::max(worst_tune, f->tune_seconds);
+    for (const auto& c : e->candidates) {
+      if (!c.measurement.valid) {
+        std::fprintf(stderr, "%s: %s invalid: %s\n", p.ToString().c_str(),
+                     c.candidate.name.c_str(), c.measurement.error.c_str());
+      }
+    }
+    char line[1024];
+    std::snprintf(line, sizeof(line),
+                  "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f,%.2f,%s,%.1f,%.1f,%.2f,%s",
+                  p.ToString().c_str(), static_cast<long long>(p.bytes()), f->candidates.size(),
+                  f->tune_seconds, f->best.name.c_str(), f->gbps(), f->ceiling_gbps(),
+                  100.0 * f->gbps() / f->ceiling_gbps(), e->tune_seconds, e->best.name.c_str(),
+                  best_e, pick_in_e, pct, ok2 ? "yes" : "no");
+    emit(line);
+  }
+  std::fprintf(stderr, "summary: %d/%d fast picks within 2%% of the exhaustive winner; slowest "
+               "fast tune %.3f s; %d failures\n", within, rows, worst_tune, failures);
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace transposed
+
+int main(int argc, char** argv) { return transposed::Main(argc, argv); }

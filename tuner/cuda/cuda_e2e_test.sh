@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# End-to-end test of the CUDA backend through the real daemon and client (label gpu).
+#   cuda_e2e_test.sh BIN_DIR [OUT_DIR]
+# BIN_DIR holds transposed, transposed-worker and transposectl (a build's bin/ or a bundle's bin/;
+# set LD_LIBRARY_PATH for a bundle). Starts `transposed --backend cuda` on a free port with a
+# fresh database and the faulting test candidate enabled (TRANSPOSED_CUDA_TEST_FAULTS=1), then for
+# a handful of problems: `transposectl --json get` must tune (source tuned, a real variant, a sane
+# share of the copy ceiling, the tune time reported), and a second get must be a cache hit with
+# the same answer. The daemon log must show the faulting candidate killed a worker that was
+# restarted. Writes daemon.log and e2e.csv to OUT_DIR. Exit 0 only if every check passed.
+set -uo pipefail
+bin=${1:?usage: cuda_e2e_test.sh BIN_DIR [OUT_DIR]}
+out=${2:-$(mktemp -d)}
+mkdir -p "$out"
+tmp=$(mktemp -d)
+fail=0
+check() {  # check CONDITION_TEXT COMMAND...
+  local what=$1; shift
+  if ! "$@"; then echo "FAIL: $what"; fail=1; fi
+}
+field() {  # field FILE KEY -> first top-level scalar value of "KEY": in pretty-printed JSON
+  grep -m1 -E "^  \"$2\": " "$1" | sed -E 's/^  "[^"]+": "?([^",]*)"?,?$/\1/'
+}
+
+TRANSPOSED_CUDA_TEST_FAULTS=1 "$bin/transposed" --backend cuda --listen 127.0.0.1:0 \
+  --port-file "$tmp/port" --db "$tmp/cache.sqlite" --log-file "$out/daemon.log" &
+daemon=$!
+trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 600); do
+  [ -s "$tmp/port" ] && break
+  kill -0 $daemon 2>/dev/null || { echo "FAIL: daemon exited"; cat "$out/daemon.log"; exit 1; }
+  sleep 0.1
+done
+[ -s "$tmp/port" ] || { echo "FAIL: no port file after 60 s"; exit 1; }
+addr=127.0.0.1:$(cat "$tmp/port")
+ctl() { "$bin/transposectl" --server "$addr" --timeout 300 --json "$@"; }
+
+echo "problem,variant,gbps,ceiling_gbps,ratio,tune_seconds,first_get_wall_s,second_source" \
+  > "$out/e2e.csv"
+while read -r label args; do
+  t0=$(date +%s.%N)
+  if ! ctl get $args > "$tmp/first.json" 2> "$tmp/err"; then
+    echo "FAIL: $label: first get: $(cat "$tmp/err")"; fail=1; continue
+  fi
+  t1=$(date +%s.%N)
+  ctl get $args > "$tmp/second.json" 2> "$tmp/err" || { echo "FAIL: $label: second get"; fail=1; }
+  v=$(field "$tmp/first.json" variant); src=$(field "$tmp/first.json" source)
+  ratio=$(field "$tmp/first.json" ratio); ts=$(field "$tmp/first.json" tune_seconds)
+  gbps=$(field "$tmp/first.json" gbps); cg=$(field "$tmp/first.json" ceiling_gbps)
+  backend=$(field "$tmp/first.json" backend)
+  v2=$(field "$tmp/second.json" variant); src2=$(field "$tmp/second.json" source)
+  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')
+  check "$label: first source '$src' is tuned" [ "$src" = tuned ]
+  check "$label: backend '$backend' is cuda" [ "$backend" = cuda ]
+  check "$label: variant '$v' is a real kernel" [ -n "$v" -a "$v" != test.fault.illegal_address ]
+  check "$label: ratio $ratio in (0.2, 1.2)" awk -v r="$ratio" 'BEGIN{exit !(r > 0.2 && r < 1.2)}'
+  check "$label: tune_seconds $ts reported" awk -v t="$ts" 'BEGIN{exit !(t > 0)}'
+  check "$label: second source '$src2' is cache" [ "$src2" = cache ]
+  check "$label: second variant '$v2' = '$v'" [ "$v2" = "$v" ]
+  echo "$label,$v,$gbps,$cg,$ratio,$ts,$wall,$src2" | tee -a "$out/e2e.csv"
+done <<'PROBLEMS'
+f32_8192x8192 --rows 8192 --cols 8192 --dtype f32
+f16_4097x3001 --rows 4097 --cols 3001 --dtype f16
+i8_1048576x8 --rows 1048576 --cols 8 --dtype i8
+f64_4096x4096 --rows 4096 --cols 4096 --dtype f64
+f16_256x512x384 --batch 256 --rows 512 --cols 384 --dtype f16
+PROBLEMS
+
+check "daemon log shows the faulting candidate killed a worker" \
+  grep -q "worker died.*test.fault.illegal_address; restarted" "$out/daemon.log"
+check "daemon still alive" kill -0 $daemon
+[ $fail = 0 ] && echo "cuda_e2e_test: PASS" || echo "cuda_e2e_test: FAIL"
+exit $fail
