@@ -117,6 +117,7 @@ struct TileGeometry {
     if (su < e && su != u) return "padding breaks the alignment of shared stores";
     if (swz && (nu & (nu - 1)) != 0) return "swizzle needs a power-of-two unit count";
     if (smem > 48 * 1024) return "shared memory over 48 KiB";
+    if (nt % (tc / v) != 0 || nt % g != 0) return "threads must be a multiple of the unit grid";
     return nullptr;
   }
 

@@ -179,6 +179,8 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   constexpr int NW = (G.write_units + NT - 1) / NT;
   constexpr bool kLoadExact = G.load_units % NT == 0;
   constexpr bool kWriteExact = G.write_units % NT == 0;
+  constexpr int RS = NT / UPR;  // tile rows per load step
+  constexpr int OS = NT / G.g;  // column groups per write step
   __shared__ __align__(16) unsigned char sm[G.smem];
 
   const int tid = threadIdx.x;
@@ -193,20 +195,20 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
         unsigned char* out = a.out + ((z * a.cols + c0) * a.ldo + r0) * E;
         if (r0 + TR <= a.rows && c0 + TC <= a.cols) {
           // Load phase: all global loads first (NL in flight per thread), then shared stores.
+          // Thread t always handles unit column vc and rows lr0 + k * RS (NT % UPR == 0), so
+          // addresses advance by a constant per k.
+          const int vc = tid % UPR, lr0 = tid / UPR;
+          const unsigned char* gin = in + static_cast<int64_t>(lr0) * a.ldi * E + vc * U;
+          const int64_t gstep = static_cast<int64_t>(RS) * a.ldi * E;
           uint32_t buf[NL][UW];
 #pragma unroll
           for (int k = 0; k < NL; ++k) {
-            const int q = tid + k * NT;
-            if (kLoadExact || q < G.load_units) {
-              const int row = q / UPR, vc = q % UPR;
-              LoadWords<U>(in + static_cast<int64_t>(row) * a.ldi * E + vc * U, buf[k]);
-            }
+            if (kLoadExact || tid + k * NT < G.load_units) LoadWords<U>(gin + k * gstep, buf[k]);
           }
 #pragma unroll
           for (int k = 0; k < NL; ++k) {
-            const int q = tid + k * NT;
-            if (kLoadExact || q < G.load_units) {
-              const int row = q / UPR, vc = q % UPR;
+            if (kLoadExact || tid + k * NT < G.load_units) {
+              const int row = lr0 + k * RS;
               if constexpr (SU >= 4) {
 #pragma unroll
                 for (int piece = 0; piece < U / SU; ++piece)
@@ -217,27 +219,28 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
             }
           }
           __syncthreads();
-          // Write phase.
+          // Write phase: thread t always handles rows ov*V .. ov*V+V-1 (NT % G == 0), and column
+          // groups owg0 + k * OS. Within a unit the V rows share the swizzle (it depends on
+          // row / V only), so the gather is one base offset plus j * S.
+          const int ov = tid % G.g, owg0 = tid / G.g;
+          unsigned char* gout = out + static_cast<int64_t>(owg0) * W * a.ldo * E + ov * U;
+          const int64_t ostep = static_cast<int64_t>(OS) * W * a.ldo * E;
 #pragma unroll
           for (int k = 0; k < NW; ++k) {
-            const int q = tid + k * NT;
-            if (kWriteExact || q < G.write_units) {
-              const int ov = q % G.g, owg = q / G.g;
+            if (kWriteExact || tid + k * NT < G.write_units) {
+              const int owg = owg0 + k * OS;
+              unsigned char* dst = gout + k * ostep;
               if constexpr (W == 1) {
                 uint32_t o[UW];
-                if constexpr (U < 4) {
-                  LoadWords<E>(sm + G.Offset(ov, owg * E), o);
-                } else {
+                const unsigned char* src = sm + G.Offset(ov * V, owg * E);
 #pragma unroll
-                  for (int j = 0; j < V; ++j)
-                    LoadWords<E>(sm + G.Offset(ov * V + j, owg * E), o + j * (E / 4));
-                }
-                StoreWords<U>(out + static_cast<int64_t>(owg) * a.ldo * E + ov * U, o);
+                for (int j = 0; j < V; ++j) LoadWords<E>(src + j * G.s, o + j * (E >= 4 ? E / 4 : 0));
+                StoreWords<U>(dst, o);
               } else {
+                const unsigned char* src = sm + G.Offset(ov * V, owg * 4);
                 uint32_t wv[V];
 #pragma unroll
-                for (int j = 0; j < V; ++j)
-                  wv[j] = *reinterpret_cast<const uint32_t*>(sm + G.Offset(ov * V + j, owg * 4));
+                for (int j = 0; j < V; ++j) wv[j] = *reinterpret_cast<const uint32_t*>(src + j * G.s);
                 uint32_t o[W][UW];
                 if constexpr (E == 1) {
 #pragma unroll
@@ -258,8 +261,7 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
                 }
 #pragma unroll
                 for (int kk = 0; kk < W; ++kk)
-                  StoreWords<U>(out + static_cast<int64_t>(owg * W + kk) * a.ldo * E + ov * U,
-                                o[kk]);
+                  StoreWords<U>(dst + static_cast<int64_t>(kk) * a.ldo * E, o[kk]);
               }
             }
           }
@@ -356,19 +358,29 @@ __device__ __forceinline__ void SkinnyFromShared(unsigned char* g, const unsigne
   StoreWords<E>(g, w);
 }
 
-// Contiguous global bytes [0, bytes) <-> shared logical bytes [0, bytes).
-template <int E, int NT>
+// Contiguous global bytes [0, bytes) <-> shared logical bytes [0, bytes), bytes <= MAXB. Loads
+// are issued all at once (MC 16-byte chunks per thread at most) before the shared stores.
+template <int E, int NT, int MAXB>
 __device__ __forceinline__ void SkinnyLoadContiguous(unsigned char* sm, const unsigned char* src,
                                                      int bytes) {
+  constexpr int MC = (MAXB / 16 + NT - 1) / NT;
   int done = 0;
   if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
     const int nch = bytes / 16;
-    for (int q = threadIdx.x; q < nch; q += NT) {
-      uint32_t w[4];
-      LoadWords<16>(src + q * 16, w);
+    uint32_t w[MC][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        *reinterpret_cast<uint32_t*>(sm + SkinnyOffset(q * 16 + 4 * i)) = w[i];
+    for (int k = 0; k < MC; ++k) {
+      const int q = threadIdx.x + k * NT;
+      if (q < nch) LoadWords<16>(src + q * 16, w[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < MC; ++k) {
+      const int q = threadIdx.x + k * NT;
+      if (q < nch) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          *reinterpret_cast<uint32_t*>(sm + SkinnyOffset(q * 16 + 4 * i)) = w[k][i];
+      }
     }
     done = nch * 16;
   }
@@ -376,18 +388,23 @@ __device__ __forceinline__ void SkinnyLoadContiguous(unsigned char* sm, const un
     SkinnyToShared<E>(sm, o, src + o);
 }
 
-template <int E, int NT>
+template <int E, int NT, int MAXB>
 __device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const unsigned char* sm,
                                                       int bytes) {
+  constexpr int MC = (MAXB / 16 + NT - 1) / NT;
   int done = 0;
   if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
     const int nch = bytes / 16;
-    for (int q = threadIdx.x; q < nch; q += NT) {
-      uint32_t w[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        w[i] = *reinterpret_cast<const uint32_t*>(sm + SkinnyOffset(q * 16 + 4 * i));
-      StoreWords<16>(dst + q * 16, w);
+    for (int k = 0; k < MC; ++k) {
+      const int q = threadIdx.x + k * NT;
+      if (q < nch) {
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          w[i] = *reinterpret_cast<const uint32_t*>(sm + SkinnyOffset(q * 16 + 4 * i));
+        StoreWords<16>(dst + q * 16, w);
+      }
     }
     done = nch * 16;
   }
@@ -397,21 +414,24 @@ __device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const 
 
 // Tall: cols = n <= 16 and dense input rows, so L input rows are one contiguous byte string.
 template <int E, int L, int BR>
-__global__ void __launch_bounds__(32 * BR) SkinnyTallKernel(Args a) {
+__global__ void __launch_bounds__(32 * BR, 3) SkinnyTallKernel(Args a) {
   extern __shared__ __align__(16) unsigned char sm[];
   constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
+  constexpr int MAXB = L * 16 * E;           // n <= 16
+  constexpr int MU = (16 * NV + NT - 1) / NT;  // write units per thread at most
   const int n = static_cast<int>(a.cols);
   const int64_t ntiles = (a.rows + L - 1) / L;
   for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
       const int64_t r0 = t * L;
       const int nr = static_cast<int>(std::min<int64_t>(L, a.rows - r0));
-      SkinnyLoadContiguous<E, NT>(sm, a.in + (z * a.rows + r0) * a.ldi * E, nr * n * E);
+      SkinnyLoadContiguous<E, NT, MAXB>(sm, a.in + (z * a.rows + r0) * a.ldi * E, nr * n * E);
       __syncthreads();
-#pragma unroll 4
-      for (int q = threadIdx.x; q < n * NV; q += NT) {
+#pragma unroll 2
+      for (int k = 0; k < MU; ++k) {
+        const int q = threadIdx.x + k * NT;
         const int c = q / NV, ov = q % NV;
-        if (ov * V >= nr) continue;
+        if (c >= n || ov * V >= nr) continue;
         unsigned char* dst = a.out + ((z * a.cols + c) * a.ldo + r0 + ov * V) * E;
         if (ov * V + V <= nr && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
           uint32_t w[4] = {0, 0, 0, 0};
@@ -430,32 +450,43 @@ __global__ void __launch_bounds__(32 * BR) SkinnyTallKernel(Args a) {
 
 // Wide: rows = n <= 16 and dense output rows, so L output rows are one contiguous byte string.
 template <int E, int L, int BR>
-__global__ void __launch_bounds__(32 * BR) SkinnyWideKernel(Args a) {
+__global__ void __launch_bounds__(32 * BR, 3) SkinnyWideKernel(Args a) {
   extern __shared__ __align__(16) unsigned char sm[];
   constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
+  constexpr int MAXB = L * 16 * E;
+  constexpr int MU = (16 * NV + NT - 1) / NT;  // load units per thread at most
   const int n = static_cast<int>(a.rows);
   const int64_t ntiles = (a.cols + L - 1) / L;
   for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
       const int64_t c0 = t * L;
       const int nc = static_cast<int>(std::min<int64_t>(L, a.cols - c0));
-#pragma unroll 4
-      for (int q = threadIdx.x; q < n * NV; q += NT) {
-        const int r = q / NV, vc = q % NV;
-        if (vc * V >= nc) continue;
-        const unsigned char* src = a.in + ((z * a.rows + r) * a.ldi + c0 + vc * V) * E;
-        if (vc * V + V <= nc && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-          uint32_t w[4];
-          LoadWords<16>(src, w);
+      uint32_t w[MU][4];
+      bool vec[MU];
 #pragma unroll
-          for (int k = 0; k < V; ++k) SkinnyScatter<E>(sm, ((vc * V + k) * n + r) * E, w, k);
+      for (int k = 0; k < MU; ++k) {
+        const int q = threadIdx.x + k * NT;
+        const int r = q / NV, vc = q % NV;
+        const unsigned char* src = a.in + ((z * a.rows + r) * a.ldi + c0 + vc * V) * E;
+        vec[k] = r < n && vc * V + V <= nc && (reinterpret_cast<uintptr_t>(src) & 15) == 0;
+        if (vec[k]) LoadWords<16>(src, w[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < MU; ++k) {
+        const int q = threadIdx.x + k * NT;
+        const int r = q / NV, vc = q % NV;
+        if (r >= n || vc * V >= nc) continue;
+        if (vec[k]) {
+#pragma unroll
+          for (int kk = 0; kk < V; ++kk) SkinnyScatter<E>(sm, ((vc * V + kk) * n + r) * E, w[k], kk);
         } else {
-          for (int k = 0; k < V && vc * V + k < nc; ++k)
-            SkinnyToShared<E>(sm, ((vc * V + k) * n + r) * E, src + k * E);
+          const unsigned char* src = a.in + ((z * a.rows + r) * a.ldi + c0 + vc * V) * E;
+          for (int kk = 0; kk < V && vc * V + kk < nc; ++kk)
+            SkinnyToShared<E>(sm, ((vc * V + kk) * n + r) * E, src + kk * E);
         }
       }
       __syncthreads();
-      SkinnyStoreContiguous<E, NT>(a.out + (z * a.cols + c0) * a.ldo * E, sm, nc * n * E);
+      SkinnyStoreContiguous<E, NT, MAXB>(a.out + (z * a.cols + c0) * a.ldo * E, sm, nc * n * E);
       __syncthreads();
     }
   }
