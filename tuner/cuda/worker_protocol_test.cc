@@ -20,6 +20,16 @@ namespace {
 
 using nlohmann::json;
 
+// The executables under test: from the environment (a bundle run elsewhere), else the build's.
+std::string WorkerPath() {
+  const char* e = std::getenv("TRANSPOSED_WORKER");
+  return e && *e ? e : TRANSPOSED_WORKER_PATH;
+}
+std::string FakeWorkerPath() {
+  const char* e = std::getenv("TRANSPOSED_FAKE_WORKER");
+  return e && *e ? e : TRANSPOSED_FAKE_WORKER_PATH;
+}
+
 TEST(FrameTest, EncodeDecodeRoundTrip) {
   for (const std::string& payload : {std::string(), std::string("{}"), std::string(70000, 'x'),
                                     std::string("a\0b", 3)}) {
@@ -211,11 +221,11 @@ TEST(WorkerProcessTest, RunAndCapture) {
 // The real worker: on a machine without a GPU (CI) MakeCudaBackends is an empty vector, not an
 // error; on a GPU machine, one backend per device that `--list` reports.
 TEST(MakeCudaBackendsTest, OneBackendPerListedDevice) {
-  auto listed = RunAndCapture(TRANSPOSED_WORKER_PATH, {"--list"}, 60);
+  auto listed = RunAndCapture(WorkerPath(), {"--list"}, 60);
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
   const int count = std::atoi(listed->c_str());
   CudaBackendOptions o;
-  o.worker_path = TRANSPOSED_WORKER_PATH;
+  o.worker_path = WorkerPath();
   auto backends = MakeCudaBackends(o);
   ASSERT_TRUE(backends.ok()) << backends.status().ToString();
   ASSERT_EQ(static_cast<int>(backends->size()), count);
@@ -245,7 +255,7 @@ class FakeWorkerTest : public ::testing::Test {
 
   std::unique_ptr<Backend> Make(bool faults) {
     CudaBackendOptions o;
-    o.worker_path = TRANSPOSED_FAKE_WORKER_PATH;
+    o.worker_path = FakeWorkerPath();
     o.enable_test_faults = faults;
     auto b = MakeCudaBackends(o);
     EXPECT_TRUE(b.ok()) << b.status().ToString();

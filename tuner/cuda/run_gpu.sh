@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One command for the GPU machine: the CUDA backend's tests and the search evaluation.
+#   tuner/cuda/run_gpu.sh BUNDLE OUTDIR
+# BUNDLE is a folder made by /work/shared/tools/bundle holding transposed-worker,
+# worker_protocol_test, cuda_backend_test, tune_eval, transposed and transposectl.
+# OUTDIR receives: device.log, unit.log, gpu_test.log, e2e.log, e2e.csv, daemon.log,
+# tune_eval.csv, tune_eval.log. Exit status non-zero if anything failed.
+set -uo pipefail
+bundle=$(cd "${1:?usage: run_gpu.sh BUNDLE OUTDIR}" && pwd)
+out=${2:?usage: run_gpu.sh BUNDLE OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bundle/lib:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TRANSPOSED_WORKER="$bundle/bin/transposed-worker"
+export TRANSPOSED_FAKE_WORKER="$bundle/bin/transposed-fake-worker"
+status=0
+{
+  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,temperature.gpu,power.draw \
+    --format=csv 2>&1
+  echo "worker --list: $("$bundle/bin/transposed-worker" --list)"
+} | tee "$out/device.log"
+
+echo "== worker_protocol_test"
+timeout 120 "$bundle/bin/worker_protocol_test" > "$out/unit.log" 2>&1 || status=1
+tail -3 "$out/unit.log"
+echo "== cuda_backend_test"
+timeout 300 "$bundle/bin/cuda_backend_test" > "$out/gpu_test.log" 2>&1 || status=1
+grep -E "^\[  (FAILED|PASSED) |^device:|checked|ratio|fault recorded|tune with fault|Failure|error" \
+  "$out/gpu_test.log" | head -40
+echo "== cuda_e2e_test"
+timeout 300 "$here/cuda_e2e_test.sh" "$bundle/bin" "$out" > "$out/e2e.log" 2>&1 || status=1
+cat "$out/e2e.log" | tail -15
+echo "== tune_eval"
+timeout 400 "$bundle/bin/tune_eval" --csv "$out/tune_eval.csv" > /dev/null 2> "$out/tune_eval.log" || status=1
+column -s, -t < "$out/tune_eval.csv" 2>/dev/null | cut -c1-250 || cat "$out/tune_eval.csv"
+grep -v "invalid:" "$out/tune_eval.log" | tail -5
+echo "invalid candidate results in tune_eval: $(grep -c 'invalid:' "$out/tune_eval.log")"
+exit $status
