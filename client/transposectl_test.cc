@@ -639,30 +639,60 @@ TEST_F(DaemonTest, DevicesListDelete) {
   EXPECT_EQ(list({}).size(), 0u);
 }
 
+// One streamed candidate of a Tune: index, total, variant, phase.
+struct StreamedCandidate {
+  int index;
+  int total;
+  std::string variant;
+  std::string phase;
+};
+
+// The Tune stream's contract (tuner/tuner.h): the quick pass reports every candidate once, in
+// order, index 1..total (phase quick, check or skipped); then each finalist's final result follows
+// with its own quick-pass index (phase "final").
+void ExpectCandidateStream(const std::vector<StreamedCandidate>& s, const std::string& context) {
+  SCOPED_TRACE(context);
+  ASSERT_FALSE(s.empty());
+  const int total = s[0].total;
+  ASSERT_GE(total, 1);
+  ASSERT_GE(static_cast<int>(s.size()), total) << "fewer lines than quick-pass candidates";
+  std::map<int, std::string> quick;
+  for (int i = 0; i < total; ++i) {
+    EXPECT_EQ(s[i].index, i + 1) << s[i].variant;
+    EXPECT_NE(s[i].phase, "final") << "a final result before the quick pass ended";
+    EXPECT_FALSE(s[i].variant.empty());
+    quick[s[i].index] = s[i].variant;
+  }
+  for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i].total, total) << s[i].variant;
+  std::set<std::string> distinct;
+  for (const auto& [index, name] : quick) distinct.insert(name);
+  EXPECT_EQ(static_cast<int>(distinct.size()), total) << "quick-pass candidates are distinct";
+  for (size_t i = total; i < s.size(); ++i) {
+    EXPECT_EQ(s[i].phase, "final") << s[i].variant;
+    EXPECT_GE(s[i].index, 1);
+    EXPECT_LE(s[i].index, total);
+    EXPECT_EQ(quick[s[i].index], s[i].variant) << "a final result carries its quick-pass index";
+  }
+}
+
 // (f) tune streams one progress line per candidate, then the answer.
 TEST_F(DaemonTest, TuneStreamsProgressThenAnswer) {
   CtlResult text = Ctl({"tune", "--rows", "128", "--cols", "96", "--dtype", "f32", "--budget", "3"});
   ASSERT_EQ(text.exit_code, 0) << text.Describe();
-  const std::regex progress(R"(^\[(\d+)/(\d+)\] (\S+)  ([0-9.]+) GB/s  (valid|invalid).*$)");
-  int progress_lines = 0, last_index = 0, total = -1;
+  const std::regex progress(
+      R"(^\[(\d+)/(\d+)\] (\S+)  ([0-9.]+) GB/s  (valid|invalid)  (\w+).*$)");
+  std::vector<StreamedCandidate> streamed;
   bool table = false;
   for (const auto& line : Lines(text.out)) {
     std::smatch m;
     if (std::regex_match(line, m, progress)) {
       EXPECT_FALSE(table) << "progress after the answer: " << line;
-      ++progress_lines;
-      const int index = std::stoi(m[1]);
-      EXPECT_GT(index, last_index) << line;
-      last_index = index;
-      if (total < 0) total = std::stoi(m[2]);
-      EXPECT_EQ(std::stoi(m[2]), total) << line;
+      streamed.push_back({std::stoi(m[1]), std::stoi(m[2]), m[3], m[6]});
     } else if (line.rfind("variant:", 0) == 0) {
       table = true;
     }
   }
-  EXPECT_GE(progress_lines, 1) << text.Describe();
-  EXPECT_GE(progress_lines, total) << "at least one line per candidate of the quick pass\n"
-                                   << text.Describe();
+  ExpectCandidateStream(streamed, text.Describe());
   EXPECT_TRUE(table) << text.Describe();
   EXPECT_TRUE(std::regex_search(text.out, std::regex("source: +tuned"))) << text.Describe();
 
@@ -673,6 +703,7 @@ TEST_F(DaemonTest, TuneStreamsProgressThenAnswer) {
   auto lines = Lines(js.out);
   ASSERT_GE(lines.size(), 2u) << js.Describe();
   int candidates = 0;
+  std::vector<StreamedCandidate> streamed_json;
   for (size_t i = 0; i < lines.size(); ++i) {
     Json j = Json::parse(lines[i], nullptr, false);
     ASSERT_TRUE(j.is_object()) << "line " << i << " is not a JSON object: " << lines[i];
@@ -680,6 +711,8 @@ TEST_F(DaemonTest, TuneStreamsProgressThenAnswer) {
       EXPECT_EQ(j["event"], "candidate") << lines[i];
       EXPECT_FALSE(j["variant"].get<std::string>().empty()) << lines[i];
       EXPECT_TRUE(j.contains("valid") && j.contains("gbps")) << lines[i];
+      streamed_json.push_back({j.value("index", 0), j.value("total", 0),
+                               j.value("variant", std::string()), j.value("phase", std::string())});
       ++candidates;
     } else {
       EXPECT_EQ(j["event"], "answer") << lines[i];
@@ -688,6 +721,7 @@ TEST_F(DaemonTest, TuneStreamsProgressThenAnswer) {
     }
   }
   EXPECT_GE(candidates, 1);
+  ExpectCandidateStream(streamed_json, js.Describe());
 
   // The tuned winner is what get now answers from the cache.
   Json cached = GetJson({"--rows", "128", "--cols", "96", "--dtype", "f32", "--cache-only"});
