@@ -152,6 +152,8 @@ int main(int argc, char** argv) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
+  // Without SO_REUSEPORT a second daemon on a taken port fails to bind instead of sharing it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&grpc_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -1,0 +1,286 @@
+// The `transposed` binary as a process: flags, port file, config file, logs, signals, exit codes,
+// persistence across restarts. Uses the CPU backend on small problems.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transposed/v1/transposed.grpc.pb.h"
+
+extern char** environ;
+
+namespace transposed {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int CountOccurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + needle.size()))
+    ++n;
+  return n;
+}
+
+class Daemon {
+ public:
+  explicit Daemon(std::vector<std::string> args) {
+    std::vector<std::string> argv = {TRANSPOSED_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    if (posix_spawn(&pid_, TRANSPOSED_BINARY, nullptr, nullptr, cargv.data(), environ) != 0)
+      pid_ = -1;
+  }
+  ~Daemon() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      int st;
+      waitpid(pid_, &st, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  void Signal(int sig) { kill(pid_, sig); }
+  // The exit code, or -1 if it did not exit within `timeout` (or died of a signal).
+  int Wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int st = 0;
+      pid_t r = waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        exited_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+  // Waits for the port file; 0 if it never appeared (or the daemon exited first).
+  int WaitPort(const fs::path& port_file, std::chrono::milliseconds timeout = 60s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (fs::exists(port_file)) {
+        int port = std::atoi(ReadFile(port_file).c_str());
+        if (port > 0) return port;
+      }
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        exited_ = true;
+        return 0;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return 0;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/transposed_daemon_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::vector<std::string> Args(const std::string& log_name = "log") {
+    return {"--listen",    "127.0.0.1:0",        "--port-file",   (dir_ / "port").string(),
+            "--db",        (dir_ / "t.db").string(), "--backend", "cpu",
+            "--log-file",  (dir_ / log_name).string(), "--cpu-threads", "1",
+            "--tune-budget", "5"};
+  }
+
+  static std::unique_ptr<v1::Transposer::Stub> Connect(int port) {
+    return v1::Transposer::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                       grpc::InsecureChannelCredentials()));
+  }
+
+  static v1::GetConfigRequest Request(int64_t rows, int64_t cols, bool cache_only = false) {
+    v1::GetConfigRequest req;
+    req.mutable_problem()->set_rows(rows);
+    req.mutable_problem()->set_cols(cols);
+    req.mutable_problem()->set_dtype("f32");
+    if (cache_only) req.set_policy(v1::CACHE_ONLY);
+    return req;
+  }
+
+  static grpc::Status Get(v1::Transposer::Stub* stub, const v1::GetConfigRequest& req,
+                          v1::Answer* a) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    return stub->GetConfig(&ctx, req, a);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DaemonTest, ServesTunesOncePersistsAndShutsDownCleanly) {
+  {
+    Daemon d(Args());
+    ASSERT_TRUE(d.started());
+    const int port = d.WaitPort(dir_ / "port");
+    ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
+    auto stub = Connect(port);
+
+    grpc::ClientContext ctx;
+    v1::ListDevicesResponse devices;
+    ASSERT_TRUE(stub->ListDevices(&ctx, v1::ListDevicesRequest(), &devices).ok());
+    ASSERT_EQ(devices.devices_size(), 1);
+    EXPECT_EQ(devices.devices(0).backend(), "cpu");
+
+    v1::Answer a;
+    grpc::Status s = Get(stub.get(), Request(64, 96), &a);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(a.source(), v1::SOURCE_TUNED);
+    ASSERT_TRUE(Get(stub.get(), Request(64, 96), &a).ok());
+    EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
+
+    // Eight concurrent requests for a new problem: one tune.
+    std::vector<std::future<grpc::Status>> futures;
+    for (int i = 0; i < 8; ++i)
+      futures.push_back(std::async(std::launch::async, [&] {
+        v1::Answer x;
+        return Get(stub.get(), Request(80, 112), &x);
+      }));
+    for (auto& f : futures) EXPECT_TRUE(f.get().ok());
+
+    d.Signal(SIGTERM);
+    EXPECT_EQ(d.Wait(20s), 0);
+    const std::string log = ReadFile(dir_ / "log");
+    EXPECT_EQ(CountOccurrences(log, "tune start device=0 problem=80x112.b1.f32.ldi0.ldo0"), 1)
+        << log;
+    EXPECT_EQ(CountOccurrences(log, "tune start device=0 problem=64x96.b1.f32.ldi0.ldo0"), 1);
+    EXPECT_NE(log.find("rpc=GetConfig problem=64x96 f32 device=0 source=cache latency_ms="),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("backend=cpu"), std::string::npos);
+    EXPECT_NE(log.find("received SIGTERM"), std::string::npos);
+    EXPECT_NE(log.find("shutdown complete"), std::string::npos);
+  }
+  // Restart on the same database: the answer is still there. SIGINT works too.
+  fs::remove(dir_ / "port");
+  Daemon d(Args("log2"));
+  const int port = d.WaitPort(dir_ / "port");
+  ASSERT_GT(port, 0) << ReadFile(dir_ / "log2");
+  auto stub = Connect(port);
+  v1::Answer a;
+  grpc::Status s = Get(stub.get(), Request(80, 112, /*cache_only=*/true), &a);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
+  d.Signal(SIGINT);
+  EXPECT_EQ(d.Wait(20s), 0);
+  EXPECT_NE(ReadFile(dir_ / "log2").find("shutdown complete"), std::string::npos);
+}
+
+TEST_F(DaemonTest, ShutdownDuringATuneCancelsIt) {
+  Daemon d(Args());
+  const int port = d.WaitPort(dir_ / "port");
+  ASSERT_GT(port, 0);
+  auto stub = Connect(port);
+  // A tune long enough to be in flight when the signal arrives.
+  auto pending = std::async(std::launch::async, [&] {
+    v1::Answer x;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    v1::GetConfigRequest req = Request(2048, 2048);
+    req.mutable_problem()->set_dtype("f64");
+    return stub->GetConfig(&ctx, req, &x);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (ReadFile(dir_ / "log").find("tune start") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(20s), 0);
+  grpc::Status s = pending.get();
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(s.error_code() == grpc::StatusCode::CANCELLED ||
+              s.error_code() == grpc::StatusCode::UNAVAILABLE)
+      << s.error_code() << " " << s.error_message();
+  EXPECT_NE(ReadFile(dir_ / "log").find("shutdown complete"), std::string::npos);
+}
+
+TEST_F(DaemonTest, ConfigFileProvidesTheFlags) {
+  const fs::path config = dir_ / "transposed.toml";
+  {
+    std::ofstream out(config);
+    out << "# test config\n"
+        << "listen = \"127.0.0.1:0\"\n"
+        << "db = \"" << (dir_ / "c.db").string() << "\"\n"
+        << "backend = \"cpu\"\n"
+        << "tune-budget = 3\n"
+        << "log-level = \"debug\"\n"
+        << "log-file = \"" << (dir_ / "clog").string() << "\"\n"
+        << "port-file = \"" << (dir_ / "cport").string() << "\"\n";
+  }
+  Daemon d({"--config", config.string()});
+  const int port = d.WaitPort(dir_ / "cport");
+  ASSERT_GT(port, 0);
+  EXPECT_TRUE(fs::exists(dir_ / "c.db"));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(20s), 0);
+  const std::string log = ReadFile(dir_ / "clog");
+  EXPECT_NE(log.find("db=" + (dir_ / "c.db").string()), std::string::npos) << log;
+}
+
+TEST_F(DaemonTest, StartupErrorsExitOne) {
+  {
+    std::vector<std::string> args = Args();
+    args[5] = (dir_ / "no" / "such" / "dir" / "t.db").string();  // --db
+    Daemon d(args);
+    EXPECT_EQ(d.Wait(30s), 1);
+    EXPECT_NE(ReadFile(dir_ / "log").find("cannot open the database"), std::string::npos);
+  }
+  {
+    // Hold a port with a first daemon, then ask a second one for the same port.
+    Daemon first(Args("log_first"));
+    const int port = first.WaitPort(dir_ / "port");
+    ASSERT_GT(port, 0);
+    std::vector<std::string> args = Args("log_second");
+    args[1] = "127.0.0.1:" + std::to_string(port);  // --listen
+    args[3] = (dir_ / "port2").string();
+    args[5] = (dir_ / "t2.db").string();
+    Daemon second(args);
+    EXPECT_EQ(second.Wait(30s), 1);
+    EXPECT_NE(ReadFile(dir_ / "log_second").find("cannot listen on --listen=127.0.0.1:"),
+              std::string::npos);
+    EXPECT_FALSE(fs::exists(dir_ / "port2"));
+    first.Signal(SIGTERM);
+    EXPECT_EQ(first.Wait(20s), 0);
+  }
+  {
+    Daemon d({"--backend", "tpu"});
+    EXPECT_NE(d.Wait(10s), 0);  // CLI11 rejects the value
+  }
+}
+
+}  // namespace
+}  // namespace transposed

@@ -1,0 +1,210 @@
+// The gRPC shell end to end in one process: a real server on an ephemeral port, a FakeBackend
+// behind the service, and the generated stub as the client.
+#include "server/grpc_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "server/store.h"
+#include "tuner/fake_backend.h"
+
+namespace transposed {
+namespace {
+
+class GrpcServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = Store::Open(":memory:");
+    ASSERT_TRUE(store.ok());
+    store_ = std::move(store).value();
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(std::make_unique<FakeBackend>(std::vector<FakeCandidate>{
+        {"slow", {4e-3}}, {"fast", {1e-3}}, {"broken", {1e-4}, Status::Internal("bad output")}}));
+    ServiceOptions options;
+    options.tune.quick = {0, 1, 0, 1};
+    options.tune.final = {0, 1, 0, 1};
+    auto service = TransposeService::Create(std::move(backends), store_.get(), options);
+    ASSERT_TRUE(service.ok());
+    service_ = std::move(service).value();
+    grpc_service_ = std::make_unique<GrpcTransposer>(service_.get());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(grpc_service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port, 0);
+    stub_ = v1::Transposer::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                        grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    service_->Shutdown();
+    server_->Shutdown();
+    server_.reset();
+    grpc_service_.reset();
+    service_.reset();
+    store_.reset();
+  }
+
+  grpc::Status Get(const v1::GetConfigRequest& req, v1::Answer* answer) {
+    grpc::ClientContext ctx;
+    return stub_->GetConfig(&ctx, req, answer);
+  }
+
+  static v1::GetConfigRequest Request(int64_t rows, int64_t cols, const std::string& dtype) {
+    v1::GetConfigRequest req;
+    req.mutable_problem()->set_rows(rows);
+    req.mutable_problem()->set_cols(cols);
+    req.mutable_problem()->set_dtype(dtype);
+    return req;
+  }
+
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<TransposeService> service_;
+  std::unique_ptr<GrpcTransposer> grpc_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Transposer::Stub> stub_;
+};
+
+TEST_F(GrpcServiceTest, GetConfigTunesThenAnswersFromCache) {
+  v1::Answer tuned;
+  grpc::Status s = Get(Request(128, 256, "f32"), &tuned);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(tuned.source(), v1::SOURCE_TUNED);
+  EXPECT_EQ(tuned.variant().name(), "fast");
+  EXPECT_EQ(tuned.variant().backend(), "fake");
+  EXPECT_EQ(tuned.candidates_tried(), 3);
+  EXPECT_EQ(tuned.candidates_valid(), 2);
+  EXPECT_GT(tuned.gbps(), 0);
+  EXPECT_GT(tuned.ceiling_gbps(), 0);
+  EXPECT_DOUBLE_EQ(tuned.ratio(), tuned.gbps() / tuned.ceiling_gbps());
+  EXPECT_EQ(tuned.problem().batch(), 1);
+  EXPECT_EQ(tuned.device().uuid(), "fake-0");
+  EXPECT_EQ(tuned.device().fingerprint(), service_->ListDevices()[0].Fingerprint());
+
+  v1::Answer cached;
+  ASSERT_TRUE(Get(Request(128, 256, "float32"), &cached).ok());
+  EXPECT_EQ(cached.source(), v1::SOURCE_CACHE);
+  EXPECT_EQ(cached.variant().name(), "fast");
+  EXPECT_EQ(cached.tuned_at_unix_ms(), tuned.tuned_at_unix_ms());
+}
+
+TEST_F(GrpcServiceTest, ErrorsKeepTheirCodeAndMessage) {
+  v1::Answer a;
+  grpc::Status s = Get(Request(4, 4, "f24"), &a);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("problem.dtype: unknown element type 'f24'", 0), 0u);
+
+  s = Get(Request(0, 4, "f32"), &a);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("problem.rows:", 0), 0u) << s.error_message();
+
+  s = Get(Request(1 << 20, 1 << 20, "f32"), &a);  // 4 TiB in and out, 1 GiB device
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  auto req = Request(4, 4, "f32");
+  req.mutable_problem()->mutable_device()->set_index(3);
+  s = Get(req, &a);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message().rfind("problem.device: no device with index 3", 0), 0u);
+
+  req = Request(4, 4, "f32");
+  req.set_policy(v1::CACHE_ONLY);
+  s = Get(req, &a);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(service_->counters().tunes_started, 0);
+}
+
+TEST_F(GrpcServiceTest, TuneStreamsCandidatesThenTheAnswer) {
+  v1::TuneRequest req;
+  req.mutable_problem()->set_rows(64);
+  req.mutable_problem()->set_cols(64);
+  req.mutable_problem()->set_dtype("f16");
+  req.set_budget_seconds(5);
+  grpc::ClientContext ctx;
+  auto reader = stub_->Tune(&ctx, req);
+  v1::TuneProgress msg;
+  std::vector<v1::TuneProgress> all;
+  while (reader->Read(&msg)) all.push_back(msg);
+  grpc::Status s = reader->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_GE(all.size(), 4u);  // 3 candidates at least once, then the answer
+  std::set<std::string> names;
+  for (size_t i = 0; i + 1 < all.size(); ++i) {
+    ASSERT_TRUE(all[i].has_candidate()) << i;
+    names.insert(all[i].candidate().variant().name());
+    EXPECT_EQ(all[i].total(), 3);
+    EXPECT_GE(all[i].index(), 1);
+    if (all[i].candidate().variant().name() == "broken") {
+      EXPECT_FALSE(all[i].candidate().measurement().valid());
+      EXPECT_EQ(all[i].candidate().phase(), "check");
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"slow", "fast", "broken"}));
+  ASSERT_TRUE(all.back().has_answer());
+  EXPECT_EQ(all.back().answer().source(), v1::SOURCE_TUNED);
+  EXPECT_EQ(all.back().answer().variant().name(), "fast");
+
+  // The forced tune was stored.
+  v1::Answer cached;
+  auto get = Request(64, 64, "f16");
+  get.set_policy(v1::CACHE_ONLY);
+  ASSERT_TRUE(Get(get, &cached).ok());
+  EXPECT_EQ(cached.tuned_at_unix_ms(), all.back().answer().tuned_at_unix_ms());
+}
+
+TEST_F(GrpcServiceTest, DevicesEntriesAndDelete) {
+  {
+    grpc::ClientContext ctx;
+    v1::ListDevicesResponse r;
+    ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &r).ok());
+    ASSERT_EQ(r.devices_size(), 1);
+    EXPECT_EQ(r.devices(0).index(), 0);
+    EXPECT_EQ(r.devices(0).backend(), "fake");
+    EXPECT_EQ(r.devices(0).fingerprint().size(), 16u);
+  }
+  v1::Answer a;
+  ASSERT_TRUE(Get(Request(32, 32, "f32"), &a).ok());
+  ASSERT_TRUE(Get(Request(32, 32, "i8"), &a).ok());
+  {
+    grpc::ClientContext ctx;
+    v1::ListEntriesRequest req;
+    req.set_include_candidates(true);
+    req.mutable_filter()->set_dtype("i8");
+    v1::ListEntriesResponse r;
+    ASSERT_TRUE(stub_->ListEntries(&ctx, req, &r).ok());
+    ASSERT_EQ(r.entries_size(), 1);
+    EXPECT_EQ(r.entries(0).answer().problem().dtype(), "i8");
+    EXPECT_EQ(r.entries(0).answer().source(), v1::SOURCE_CACHE);
+    EXPECT_EQ(r.entries(0).candidates_size(), 3);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DeleteEntriesResponse r;
+    grpc::Status s = stub_->DeleteEntries(&ctx, v1::DeleteEntriesRequest(), &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(s.error_message(), "filter: empty filter deletes everything; set all=true");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DeleteEntriesRequest req;
+    req.mutable_filter()->mutable_device()->set_index(0);
+    req.mutable_filter()->set_dtype("f32");
+    v1::DeleteEntriesResponse r;
+    ASSERT_TRUE(stub_->DeleteEntries(&ctx, req, &r).ok());
+    EXPECT_EQ(r.deleted(), 1);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DeleteEntriesRequest req;
+    req.set_all(true);
+    v1::DeleteEntriesResponse r;
+    ASSERT_TRUE(stub_->DeleteEntries(&ctx, req, &r).ok());
+    EXPECT_EQ(r.deleted(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace transposed
