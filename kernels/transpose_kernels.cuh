@@ -413,12 +413,13 @@ __device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const 
 }
 
 // Tall: cols = n <= 16 and dense input rows, so L input rows are one contiguous byte string.
-template <int E, int L, int BR>
+// NMAX >= n bounds the per-thread unit counts (4, 8 or 16, picked at launch).
+template <int E, int L, int BR, int NMAX>
 __global__ void __launch_bounds__(32 * BR, 3) SkinnyTallKernel(Args a) {
   extern __shared__ __align__(16) unsigned char sm[];
   constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
-  constexpr int MAXB = L * 16 * E;           // n <= 16
-  constexpr int MU = (16 * NV + NT - 1) / NT;  // write units per thread at most
+  constexpr int MAXB = L * NMAX * E;
+  constexpr int MU = (NMAX * NV + NT - 1) / NT;  // write units per thread at most
   const int n = static_cast<int>(a.cols);
   const int64_t ntiles = (a.rows + L - 1) / L;
   for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
@@ -449,12 +450,12 @@ __global__ void __launch_bounds__(32 * BR, 3) SkinnyTallKernel(Args a) {
 }
 
 // Wide: rows = n <= 16 and dense output rows, so L output rows are one contiguous byte string.
-template <int E, int L, int BR>
+template <int E, int L, int BR, int NMAX>
 __global__ void __launch_bounds__(32 * BR, 3) SkinnyWideKernel(Args a) {
   extern __shared__ __align__(16) unsigned char sm[];
   constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
-  constexpr int MAXB = L * 16 * E;
-  constexpr int MU = (16 * NV + NT - 1) / NT;  // load units per thread at most
+  constexpr int MAXB = L * NMAX * E;
+  constexpr int MU = (NMAX * NV + NT - 1) / NT;  // load units per thread at most
   const int n = static_cast<int>(a.rows);
   const int64_t ntiles = (a.cols + L - 1) / L;
   for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
@@ -501,9 +502,21 @@ cudaError_t LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream
   const size_t smem = static_cast<size_t>(SkinnySharedFor(static_cast<int64_t>(L) * n * E));
   const dim3 grid(CapGrid((len + L - 1) / L, INT_MAX), 1, CapGrid(p.batch, 65535));
   if (tall) {
-    SkinnyTallKernel<E, L, BR><<<grid, 32 * BR, smem, s>>>(a);
+    if (n <= 4) {
+      SkinnyTallKernel<E, L, BR, 4><<<grid, 32 * BR, smem, s>>>(a);
+    } else if (n <= 8) {
+      SkinnyTallKernel<E, L, BR, 8><<<grid, 32 * BR, smem, s>>>(a);
+    } else {
+      SkinnyTallKernel<E, L, BR, 16><<<grid, 32 * BR, smem, s>>>(a);
+    }
   } else {
-    SkinnyWideKernel<E, L, BR><<<grid, 32 * BR, smem, s>>>(a);
+    if (n <= 4) {
+      SkinnyWideKernel<E, L, BR, 4><<<grid, 32 * BR, smem, s>>>(a);
+    } else if (n <= 8) {
+      SkinnyWideKernel<E, L, BR, 8><<<grid, 32 * BR, smem, s>>>(a);
+    } else {
+      SkinnyWideKernel<E, L, BR, 16><<<grid, 32 * BR, smem, s>>>(a);
+    }
   }
   return cudaGetLastError();
 }
