@@ -260,8 +260,9 @@ class GpuWorkerImpl : public GpuWorker {
     }
     const int64_t cap = std::min<int64_t>(
         kMaxRotationBytes, static_cast<int64_t>(kMaxRotationFreeFraction * free_b));
-    const int64_t want = (kWorkingSetL2Multiple * prop_.l2CacheSize + pair_b - 1) / pair_b + 0;
-    const int64_t n = std::max<int64_t>(1, std::min<int64_t>(std::max<int64_t>(want, 1), cap / pair_b));
+    // Strictly more than kWorkingSetL2Multiple x L2 (one pair more than fits in it).
+    const int64_t want = kWorkingSetL2Multiple * prop_.l2CacheSize / pair_b + 1;
+    const int64_t n = std::max<int64_t>(1, std::min<int64_t>(want, cap / pair_b));
     problem_ = p;
     for (int64_t i = 0; i < n; ++i) {
       Pair pr;
