@@ -59,11 +59,11 @@ while read -r label args; do
   check "$label: second variant '$v2' = '$v'" [ "$v2" = "$v" ]
   echo "$label,$v,$gbps,$cg,$ratio,$ts,$wall,$src2" | tee -a "$out/e2e.csv"
 done <<'PROBLEMS'
-f32_8192x8192 --rows 8192 --cols 8192 --dtype f32
-f16_4097x3001 --rows 4097 --cols 3001 --dtype f16
-i8_1048576x8 --rows 1048576 --cols 8 --dtype i8
-f64_4096x4096 --rows 4096 --cols 4096 --dtype f64
-f16_256x512x384 --batch 256 --rows 512 --cols 384 --dtype f16
+8192x8192_f32 --rows 8192 --cols 8192 --dtype f32
+4097x3001_f16 --rows 4097 --cols 3001 --dtype f16
+1048576x8_i8 --rows 1048576 --cols 8 --dtype i8
+4096x4096_f64 --rows 4096 --cols 4096 --dtype f64
+256x512x384_f16 --batch 256 --rows 512 --cols 384 --dtype f16
 PROBLEMS
 
 check "daemon log shows the faulting candidate killed a worker" \

@@ -36,4 +36,14 @@ timeout 400 "$bundle/bin/tune_eval" --csv "$out/tune_eval.csv" > /dev/null 2> "$
 column -s, -t < "$out/tune_eval.csv" 2>/dev/null | cut -c1-250 || cat "$out/tune_eval.csv"
 grep -v "invalid:" "$out/tune_eval.log" | tail -5
 echo "invalid candidate results in tune_eval: $(grep -c 'invalid:' "$out/tune_eval.log")"
+echo "== daemon answers vs the exhaustive winners of tune_eval (same problems)"
+# e2e.csv: label (the problem with '_' for ' '), variant, gbps...; tune_eval.csv: problem, ...,
+# exhaustive_best (10), exhaustive_best_gbps (11). The daemon's pick must reach 95% of the winner.
+awk -F, 'NR==FNR { if (FNR > 1) { best[$1] = $11; bestv[$1] = $10 } next }
+         FNR > 1 { p = $1; gsub("_", " ", p); if (!(p in best)) next;
+                   pct = 100 * $3 / best[p]; ok = pct >= 95;
+                   printf "%s: daemon %s %.1f GB/s, exhaustive %s %.1f GB/s, %.1f%% %s\n",
+                          p, $2, $3, bestv[p], best[p], pct, ok ? "ok" : "FAIL";
+                   if (!ok) bad = 1 }
+         END { exit bad }' "$out/tune_eval.csv" "$out/e2e.csv" | tee "$out/compare.log" || status=1
 exit $status
