@@ -48,8 +48,20 @@ RequestContext ContextOf(grpc::ServerContext* context, const std::atomic<bool>* 
 
 }  // namespace
 
+class GrpcTransposer::InflightGuard {
+ public:
+  explicit InflightGuard(std::atomic<int>* n) : n_(n) { n_->fetch_add(1); }
+  ~InflightGuard() { n_->fetch_sub(1); }
+  InflightGuard(const InflightGuard&) = delete;
+  InflightGuard& operator=(const InflightGuard&) = delete;
+
+ private:
+  std::atomic<int>* n_;
+};
+
 grpc::Status GrpcTransposer::GetConfig(grpc::ServerContext* context,
                                        const v1::GetConfigRequest* request, v1::Answer* response) {
+  InflightGuard guard(&inflight_);
   const auto start = Clock::now();
   StatusOr<Problem> problem = ProblemFromProto(request->problem());
   std::string device = DescribeSelector(request->problem().device());
@@ -76,6 +88,7 @@ grpc::Status GrpcTransposer::GetConfig(grpc::ServerContext* context,
 
 grpc::Status GrpcTransposer::Tune(grpc::ServerContext* context, const v1::TuneRequest* request,
                                   grpc::ServerWriter<v1::TuneProgress>* writer) {
+  InflightGuard guard(&inflight_);
   const auto start = Clock::now();
   StatusOr<Problem> problem = ProblemFromProto(request->problem());
   std::string device = DescribeSelector(request->problem().device());
@@ -133,6 +146,7 @@ grpc::Status GrpcTransposer::Tune(grpc::ServerContext* context, const v1::TuneRe
 grpc::Status GrpcTransposer::ListDevices(grpc::ServerContext* /*context*/,
                                          const v1::ListDevicesRequest* /*request*/,
                                          v1::ListDevicesResponse* response) {
+  InflightGuard guard(&inflight_);
   const auto start = Clock::now();
   for (const auto& d : service_->ListDevices()) *response->add_devices() = DeviceToProto(d);
   spdlog::info("rpc=ListDevices devices={} latency_ms={:.3f} status=OK", response->devices_size(),
@@ -143,6 +157,7 @@ grpc::Status GrpcTransposer::ListDevices(grpc::ServerContext* /*context*/,
 grpc::Status GrpcTransposer::ListEntries(grpc::ServerContext* /*context*/,
                                          const v1::ListEntriesRequest* request,
                                          v1::ListEntriesResponse* response) {
+  InflightGuard guard(&inflight_);
   const auto start = Clock::now();
   auto query = EntryQueryFromProto(request->filter());
   Status status = query.status();
@@ -166,6 +181,7 @@ grpc::Status GrpcTransposer::ListEntries(grpc::ServerContext* /*context*/,
 grpc::Status GrpcTransposer::DeleteEntries(grpc::ServerContext* /*context*/,
                                            const v1::DeleteEntriesRequest* request,
                                            v1::DeleteEntriesResponse* response) {
+  InflightGuard guard(&inflight_);
   const auto start = Clock::now();
   auto query = EntryQueryFromProto(request->filter());
   Status status = query.status();

@@ -9,11 +9,14 @@
 // thread; the service hands results over from its device worker), then the final Answer. A
 // client that goes away (context->IsCancelled()) or a failed write cancels the request.
 //
-// Thread-safety: gRPC calls the handlers from many threads at once; the class has no mutable
-// state of its own and TransposeService is thread-safe. The service must outlive this object.
+// Thread-safety: gRPC calls the handlers from many threads at once; the only state of its own is
+// an atomic count of running handlers (for a graceful shutdown), and TransposeService is
+// thread-safe. The service must outlive this object.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+
+#include <atomic>
 
 #include "server/service.h"
 #include "transposed/v1/transposed.grpc.pb.h"
@@ -35,8 +38,14 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::Service {
   grpc::Status DeleteEntries(grpc::ServerContext* context, const v1::DeleteEntriesRequest* request,
                              v1::DeleteEntriesResponse* response) override;
 
+  // Handlers running right now. The daemon waits for this to reach 0 (after cancelling tunes)
+  // before it stops the server, so that answers already computed still reach their clients.
+  int inflight() const { return inflight_.load(); }
+
  private:
+  class InflightGuard;
   TransposeService* const service_;
+  std::atomic<int> inflight_{0};
 };
 
 }  // namespace transposed

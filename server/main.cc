@@ -178,7 +178,12 @@ int main(int argc, char** argv) {
     spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     // Cancel tunes first so that waiting requests return CANCELLED at once, then stop serving.
     (*service)->Shutdown();
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    // Let running handlers write their (now prompt) answers, for at most a few seconds; then stop
+    // at once: waiting longer would only wait for idle client connections to go away.
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (grpc_service.inflight() > 0 && std::chrono::steady_clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   });
   server->Wait();
   signal_thread.join();
