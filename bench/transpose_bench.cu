@@ -35,14 +35,13 @@ namespace {
 
 using kernels::TransposeConfig;
 
-#define BENCH_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                   \
-                   cudaGetErrorString(e_));                                                \
-      std::exit(2);                                                                        \
-    }                                                                                      \
+#define BENCH_CUDA(expr)                                                                          \
+  do {                                                                                            \
+    cudaError_t e_ = (expr);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                               \
+    }                                                                                             \
   } while (0)
 
 // ---- cuBLAS through dlopen (no link-time dependency; CI has no libcublas necessarily).
@@ -102,14 +101,14 @@ std::vector<BenchProblem> Problems() {
   auto add = [&](Problem p) { v.push_back({p.ToString(), p}); };
   const int64_t k = 1024, m = 1 << 20;
   for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{k, k},
-                                                             {4 * k, 4 * k},
-                                                             {8 * k, 8 * k},
-                                                             {16 * k, 16 * k},
-                                                             {8 * k, k},
-                                                             {k, 8 * k},
-                                                             {4097, 3001},
-                                                             {m, 8},
-                                                             {8, m}})
+                                                              {4 * k, 4 * k},
+                                                              {8 * k, 8 * k},
+                                                              {16 * k, 16 * k},
+                                                              {8 * k, k},
+                                                              {k, 8 * k},
+                                                              {4097, 3001},
+                                                              {m, 8},
+                                                              {8, m}})
     add(Make(r, c, DType::kF32));
   add(Make(8 * k, 8 * k, DType::kF64));
   add(Make(4097, 3001, DType::kF64));
@@ -138,8 +137,8 @@ struct Options {
 
 // Times `launch(i)` for i over the N pairs: one sample = one pass (a captured graph where
 // possible), divided by N.
-Timing TimePasses(const std::function<Status(int)>& launch, int n, cudaStream_t s,
-                  const Options& o, bool allow_graph = true) {
+Timing TimePasses(const std::function<Status(int)>& launch, int n, cudaStream_t s, const Options& o,
+                  bool allow_graph = true) {
   Timing t;
   // First a direct pass: errors surface here rather than inside capture.
   for (int i = 0; i < n; ++i) {
@@ -280,11 +279,11 @@ int Main(int argc, char** argv) {
   cudaDeviceGetAttribute(&bus_width, cudaDevAttrGlobalMemoryBusWidth, dev);
   cudaDeviceGetAttribute(&sm_clock_khz, cudaDevAttrClockRate, dev);
   const int64_t l2 = prop.l2CacheSize;
-  std::printf("device: %s, sm_%d%d, %d SMs, L2 %.1f MiB, %.1f GiB, memory clock %d MHz x %d bit, "
-              "CUDA driver %d, runtime %d\n",
-              prop.name, prop.major, prop.minor, prop.multiProcessorCount, l2 / 1048576.0,
-              prop.totalGlobalMem / 1073741824.0, mem_clock_khz / 1000, bus_width, driver,
-              runtime);
+  std::printf(
+      "device: %s, sm_%d%d, %d SMs, L2 %.1f MiB, %.1f GiB, memory clock %d MHz x %d bit, "
+      "CUDA driver %d, runtime %d\n",
+      prop.name, prop.major, prop.minor, prop.multiProcessorCount, l2 / 1048576.0,
+      prop.totalGlobalMem / 1073741824.0, mem_clock_khz / 1000, bus_width, driver, runtime);
 
   Cublas cublas;
   const bool have_cublas = cublas.Load();
@@ -305,7 +304,8 @@ int Main(int argc, char** argv) {
     const Problem& p = bp.p;
     const int64_t in_bytes = p.in_alloc_bytes(), out_bytes = p.out_alloc_bytes();
     const int64_t pair = in_bytes + out_bytes;
-    const int n = static_cast<int>(std::min<int64_t>(64, std::max<int64_t>(2, (4 * l2 + pair - 1) / pair)));
+    const int n =
+        static_cast<int>(std::min<int64_t>(64, std::max<int64_t>(2, (4 * l2 + pair - 1) / pair)));
     std::vector<void*> in(n), out(n);
     for (int i = 0; i < n; ++i) {
       BENCH_CUDA(cudaMalloc(&in[i], in_bytes));
@@ -390,8 +390,7 @@ int Main(int argc, char** argv) {
         std::printf("  %s %s: %s\n", bp.label.c_str(), c.Name().c_str(), t.error.c_str());
         return t;
       }
-      return TimePasses([&](int i) { return kernels::Launch(c, p, in[i], out[i], s); }, n, s,
-                        opt);
+      return TimePasses([&](int i) { return kernels::Launch(c, p, in[i], out[i], s); }, n, s, opt);
     };
     Row best;
     best.t.median_s = 0;
@@ -438,8 +437,8 @@ int Main(int argc, char** argv) {
   }
 
   // Summary table: one line per problem.
-  std::printf("\n%-24s %9s %14s %14s %14s %14s %14s  %s\n", "problem", "copy GB/s", "geam",
-              "naive", "tile", "tile_padded", "family_best", "best config");
+  std::printf("\n%-24s %9s %14s %14s %14s %14s %14s  %s\n", "problem", "copy GB/s", "geam", "naive",
+              "tile", "tile_padded", "family_best", "best config");
   for (size_t i = 0; i < summary.size();) {
     const std::string prob = summary[i].problem;
     std::string cells[5];

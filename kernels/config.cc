@@ -177,8 +177,7 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
   TransposeConfig c;
   if (parts[0] == "skinny") {
     int len = 0, br = 0;
-    if (parts.size() != 3 || !ParseField(parts[1], "l", &len) ||
-        !ParseField(parts[2], "rows", &br))
+    if (parts.size() != 3 || !ParseField(parts[1], "l", &len) || !ParseField(parts[2], "rows", &br))
       return bad("expected skinny.l<LEN>.rows<N>");
     c = MakeSkinny(len, br);
   } else if (parts[0].substr(0, 4) == "tile") {
@@ -212,16 +211,17 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
   return c;
 }
 
-StatusOr<TransposeConfig> TransposeConfig::FromParams(const std::map<std::string, int64_t>& params) {
+StatusOr<TransposeConfig> TransposeConfig::FromParams(
+    const std::map<std::string, int64_t>& params) {
   static const char* const kKeys[] = {"algorithm", "tile_rows", "tile_cols", "block_rows",
                                       "vec_bytes", "pad",       "swizzle"};
   for (const auto& [k, v] : params) {
-    if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* key) { return k == key; }) ==
-        std::end(kKeys))
+    if (std::find_if(std::begin(kKeys), std::end(kKeys),
+                     [&](const char* key) { return k == key; }) == std::end(kKeys))
       return Status::InvalidArgument("unknown config parameter '" + k + "'");
     if (v < 0 || v > 1 << 20)
-      return Status::InvalidArgument("config parameter '" + k + "' out of range: " +
-                                     std::to_string(v));
+      return Status::InvalidArgument("config parameter '" + k +
+                                     "' out of range: " + std::to_string(v));
   }
   auto it = params.find("algorithm");
   if (it == params.end()) return Status::InvalidArgument("config parameter 'algorithm' missing");
@@ -303,8 +303,9 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p) {
       const bool wide = p.rows <= 16 && p.out_ld() == p.rows;
       if (!tall && !wide)
         return Status::InvalidArgument(
-            c.Name() + ": skinny needs cols <= 16 with dense input rows, or rows <= 16 with "
-                       "dense output rows");
+            c.Name() +
+            ": skinny needs cols <= 16 with dense input rows, or rows <= 16 with "
+            "dense output rows");
       const int64_t n = tall ? p.cols : p.rows;
       const int64_t smem = SkinnySharedFor(static_cast<int64_t>(c.tile_rows) * n * e);
       if (smem > 48 * 1024)

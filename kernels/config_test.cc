@@ -79,12 +79,28 @@ TEST(TransposeConfig, NamesAreDerivedFromParameters) {
 }
 
 TEST(TransposeConfig, RejectsMalformedNamesAndParams) {
-  for (const char* bad :
-       {"", "fast", "tile", "tile32", "tile32x", "tilex32.rows8.pad1", "tile32x32", "tile32x32.rows8",
-        "tile32x32.rows8.pad", "tile32x32.rows8.pad1.swz", "tile32x32.rows8.vec16.pad1.x",
-        "tile32x32.rows8.vec3.pad0", "tile32x32.rows0.pad0", "tile032x32.rows8.pad0",
-        "tile32x32.rows8.swz.pad0", "skinny", "skinny.l500.rows8", "skinny.l512", "naive.x",
-        "tile-1x32.rows8.pad0", "tile99999999999x32.rows8.pad0", "tile32x32.rows8.vec0.pad0"}) {
+  for (const char* bad : {"",
+                          "fast",
+                          "tile",
+                          "tile32",
+                          "tile32x",
+                          "tilex32.rows8.pad1",
+                          "tile32x32",
+                          "tile32x32.rows8",
+                          "tile32x32.rows8.pad",
+                          "tile32x32.rows8.pad1.swz",
+                          "tile32x32.rows8.vec16.pad1.x",
+                          "tile32x32.rows8.vec3.pad0",
+                          "tile32x32.rows0.pad0",
+                          "tile032x32.rows8.pad0",
+                          "tile32x32.rows8.swz.pad0",
+                          "skinny",
+                          "skinny.l500.rows8",
+                          "skinny.l512",
+                          "naive.x",
+                          "tile-1x32.rows8.pad0",
+                          "tile99999999999x32.rows8.pad0",
+                          "tile32x32.rows8.vec0.pad0"}) {
     EXPECT_FALSE(TransposeConfig::FromName(bad).ok()) << bad;
   }
   EXPECT_FALSE(TransposeConfig::FromParams({}).ok());
@@ -103,10 +119,10 @@ TEST(EnumerateConfigs, ValidAndNonEmptyForEveryShapeAndElementSize) {
   struct Shape {
     int64_t rows, cols, batch, ld_in, ld_out;
   };
-  const Shape shapes[] = {{1, 1, 1, 0, 0},       {1, 1000, 1, 0, 0},     {1000, 1, 1, 0, 0},
-                          {31, 33, 1, 0, 0},     {4097, 3001, 1, 0, 0},  {512, 384, 256, 0, 0},
+  const Shape shapes[] = {{1, 1, 1, 0, 0},         {1, 1000, 1, 0, 0},      {1000, 1, 1, 0, 0},
+                          {31, 33, 1, 0, 0},       {4097, 3001, 1, 0, 0},   {512, 384, 256, 0, 0},
                           {300, 200, 1, 264, 320}, {300, 200, 3, 203, 301}, {1 << 20, 8, 1, 0, 0},
-                          {8, 1 << 20, 1, 0, 0}, {8192, 8192, 1, 0, 0}};
+                          {8, 1 << 20, 1, 0, 0},   {8192, 8192, 1, 0, 0}};
   for (int e : kSizes) {
     for (const Shape& s : shapes) {
       const Problem p = P(s.rows, s.cols, e, s.batch, s.ld_in, s.ld_out);

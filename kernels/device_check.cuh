@@ -118,8 +118,8 @@ inline Status CompareBytes(const Problem& p, const void* got, const void* want, 
   const int64_t col = e % ldo;
   std::string where = "byte " + std::to_string(first);
   if (first < p.out_alloc_bytes() && col < p.rows)
-    where += " (batch " + std::to_string(row / p.cols) + ", out row " + std::to_string(row % p.cols) +
-             ", out col " + std::to_string(col) + ")";
+    where += " (batch " + std::to_string(row / p.cols) + ", out row " +
+             std::to_string(row % p.cols) + ", out col " + std::to_string(col) + ")";
   else
     where += " (outside the matrix: a gap or the guard)";
   return Status::Internal(std::to_string(res[0]) + " mismatching bytes, first at " + where);

@@ -1,9 +1,8 @@
-#include "transposed/kernels/launch.h"
-
 #include <cstdint>
 #include <string>
 
 #include "kernels/transpose_kernels.cuh"
+#include "transposed/kernels/launch.h"
 
 namespace transposed::kernels {
 namespace {
@@ -59,7 +58,8 @@ Status Launch(const TransposeConfig& c, const Problem& p, const void* in, void* 
   const std::vector<internal::Entry>* table = TableFor(e);
   if (table != nullptr) {
     for (const internal::Entry& entry : *table) {
-      if (entry.config == c) return FromCuda(entry.launch(p, in, out, stream), "launch of " + c.Name());
+      if (entry.config == c)
+        return FromCuda(entry.launch(p, in, out, stream), "launch of " + c.Name());
     }
   }
   // CheckConfig accepted it, so the host list and the instantiations disagree: a build bug.

@@ -57,28 +57,28 @@ TR_HD constexpr void Transpose2x2Halves(const uint32_t w[2], uint32_t t[2]) {
 //   write: `write_units` units, each gathering v consecutive input rows of `w` adjacent columns
 //          (one r-byte read per row) and storing w output vectors of u bytes.
 struct TileGeometry {
-  int e = 0;       // element size
-  int tr = 0;      // tile rows (elements)
-  int tc = 0;      // tile cols (elements)
-  int nt = 0;      // threads per block
+  int e = 0;         // element size
+  int tr = 0;        // tile rows (elements)
+  int tc = 0;        // tile cols (elements)
+  int nt = 0;        // threads per block
   bool vec = false;  // vector path (u > e)
   bool swz = false;
-  int u = 0;    // global access / shared store unit
-  int v = 0;    // elements per unit
-  int w = 0;    // output rows per write unit (4/e for packed 1- and 2-byte elements, else 1)
-  int r = 0;    // shared read width in the gather
-  int tcb = 0;  // bytes of one tile row
-  int s = 0;    // shared-memory row stride
+  int u = 0;     // global access / shared store unit
+  int v = 0;     // elements per unit
+  int w = 0;     // output rows per write unit (4/e for packed 1- and 2-byte elements, else 1)
+  int r = 0;     // shared read width in the gather
+  int tcb = 0;   // bytes of one tile row
+  int s = 0;     // shared-memory row stride
   int smem = 0;  // shared bytes
-  int nu = 0;   // units per tile row
-  int g = 0;    // write units per column group (lanes walking the output row)
-  int m = 1;    // swizzle multiplier
-  int su = 0;   // shared store width in the load phase
+  int nu = 0;    // units per tile row
+  int g = 0;     // write units per column group (lanes walking the output row)
+  int m = 1;     // swizzle multiplier
+  int su = 0;    // shared store width in the load phase
   int load_units = 0;
   int write_units = 0;
 
-  static constexpr TileGeometry Make(int e, int tr, int tc, int block_rows, int vec_bytes,
-                                     int pad, int swizzle) {
+  static constexpr TileGeometry Make(int e, int tr, int tc, int block_rows, int vec_bytes, int pad,
+                                     int swizzle) {
     TileGeometry t;
     t.e = e;
     t.tr = tr;
@@ -97,7 +97,10 @@ struct TileGeometry {
     t.g = t.v > 0 ? tr / t.v : 0;
     const int k = t.g >= 32 || t.g == 0 ? 1 : 32 / t.g;
     t.m = (k * t.r / t.u) > 1 ? k * t.r / t.u : 1;
-    t.su = (t.s % t.u == 0) ? t.u : (t.s % 8 == 0 && t.u >= 8) ? 8 : (t.s % 4 == 0 && t.u >= 4) ? 4 : e;
+    t.su = (t.s % t.u == 0)             ? t.u
+           : (t.s % 8 == 0 && t.u >= 8) ? 8
+           : (t.s % 4 == 0 && t.u >= 4) ? 4
+                                        : e;
     t.load_units = t.v > 0 ? tr * (tc / t.v) : 0;
     t.write_units = t.w > 0 ? (tc / t.w) * t.g : 0;
     return t;

@@ -46,8 +46,13 @@ struct Args {
 };
 
 inline Args MakeArgs(const Problem& p, const void* in, void* out) {
-  return Args{static_cast<const unsigned char*>(in), static_cast<unsigned char*>(out), p.rows,
-              p.cols, p.batch, p.in_ld(), p.out_ld()};
+  return Args{static_cast<const unsigned char*>(in),
+              static_cast<unsigned char*>(out),
+              p.rows,
+              p.cols,
+              p.batch,
+              p.in_ld(),
+              p.out_ld()};
 }
 
 inline unsigned CapGrid(int64_t n, int64_t cap) {
@@ -212,7 +217,8 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
               if constexpr (SU >= 4) {
 #pragma unroll
                 for (int piece = 0; piece < U / SU; ++piece)
-                  StoreWords<SU>(sm + G.Offset(row, vc * U + piece * SU), buf[k] + piece * (SU / 4));
+                  StoreWords<SU>(sm + G.Offset(row, vc * U + piece * SU),
+                                 buf[k] + piece * (SU / 4));
               } else {
                 StoreWords<U>(sm + G.Offset(row, vc * U), buf[k]);
               }
@@ -234,13 +240,15 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
                 uint32_t o[UW];
                 const unsigned char* src = sm + G.Offset(ov * V, owg * E);
 #pragma unroll
-                for (int j = 0; j < V; ++j) LoadWords<E>(src + j * G.s, o + j * (E >= 4 ? E / 4 : 0));
+                for (int j = 0; j < V; ++j)
+                  LoadWords<E>(src + j * G.s, o + j * (E >= 4 ? E / 4 : 0));
                 StoreWords<U>(dst, o);
               } else {
                 const unsigned char* src = sm + G.Offset(ov * V, owg * 4);
                 uint32_t wv[V];
 #pragma unroll
-                for (int j = 0; j < V; ++j) wv[j] = *reinterpret_cast<const uint32_t*>(src + j * G.s);
+                for (int j = 0; j < V; ++j)
+                  wv[j] = *reinterpret_cast<const uint32_t*>(src + j * G.s);
                 uint32_t o[W][UW];
                 if constexpr (E == 1) {
 #pragma unroll
@@ -309,7 +317,8 @@ __device__ __forceinline__ void SkinnyGather(const unsigned char* sm, int off, u
   if constexpr (E == 1) {
     w[k / 4] |= static_cast<uint32_t>(sm[ph]) << (8 * (k % 4));
   } else if constexpr (E == 2) {
-    w[k / 2] |= static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(sm + ph)) << (16 * (k % 2));
+    w[k / 2] |= static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(sm + ph))
+                << (16 * (k % 2));
   } else {
 #pragma unroll
     for (int i = 0; i < E / 4; ++i)
@@ -318,7 +327,8 @@ __device__ __forceinline__ void SkinnyGather(const unsigned char* sm, int off, u
 }
 
 template <int E>
-__device__ __forceinline__ void SkinnyScatter(unsigned char* sm, int off, const uint32_t* w, int k) {
+__device__ __forceinline__ void SkinnyScatter(unsigned char* sm, int off, const uint32_t* w,
+                                              int k) {
   const int ph = SkinnyOffset(off);
   if constexpr (E == 1) {
     sm[ph] = static_cast<uint8_t>(w[k / 4] >> (8 * (k % 4)));
@@ -346,7 +356,8 @@ __device__ __forceinline__ void SkinnyToShared(unsigned char* sm, int off, const
 }
 
 template <int E>
-__device__ __forceinline__ void SkinnyFromShared(unsigned char* g, const unsigned char* sm, int off) {
+__device__ __forceinline__ void SkinnyFromShared(unsigned char* g, const unsigned char* sm,
+                                                 int off) {
   uint32_t w[E >= 4 ? E / 4 : 1];
   const int ph = SkinnyOffset(off);
   if constexpr (E < 4) {
@@ -479,7 +490,8 @@ __global__ void __launch_bounds__(32 * BR, 3) SkinnyWideKernel(Args a) {
         if (r >= n || vc * V >= nc) continue;
         if (vec[k]) {
 #pragma unroll
-          for (int kk = 0; kk < V; ++kk) SkinnyScatter<E>(sm, ((vc * V + kk) * n + r) * E, w[k], kk);
+          for (int kk = 0; kk < V; ++kk)
+            SkinnyScatter<E>(sm, ((vc * V + kk) * n + r) * E, w[k], kk);
         } else {
           const unsigned char* src = a.in + ((z * a.rows + r) * a.ldi + c0 + vc * V) * E;
           for (int kk = 0; kk < V && vc * V + kk < nc; ++kk)

@@ -91,8 +91,8 @@ bool SkinnyIsTall(const Problem& p);
 int64_t SkinnySharedBytes(const TransposeConfig& c, const Problem& p);
 
 // The textbook reference points, always in the family for every element size.
-TransposeConfig NaiveConfig();                // "naive"
-TransposeConfig TextbookTileConfig();         // "tile32x32.rows8.pad0"
-TransposeConfig TextbookPaddedTileConfig();   // "tile32x32.rows8.pad1"
+TransposeConfig NaiveConfig();               // "naive"
+TransposeConfig TextbookTileConfig();        // "tile32x32.rows8.pad0"
+TransposeConfig TextbookPaddedTileConfig();  // "tile32x32.rows8.pad1"
 
 }  // namespace transposed::kernels
