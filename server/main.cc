@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
   server->Wait();
   signal_thread.join();
   server.reset();
+  const transposed::ServiceCounters c = (*service)->counters();
+  spdlog::info("counters tunes_started={} tunes_completed={} tunes_failed={} cache_hits={} "
+               "cache_misses={}",
+               c.tunes_started, c.tunes_completed, c.tunes_failed, c.cache_hits, c.cache_misses);
   service->reset();  // joins the device workers (already joined by Shutdown)
   store->reset();    // closes the database
   spdlog::info("shutdown complete");

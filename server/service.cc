@@ -331,10 +331,10 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
     tunes_started_.fetch_add(1);
     spdlog::info("tune start device={} problem={}", device, key);
     auto on_progress = [&](const CandidateResult& c, int index, int total) {
-      spdlog::debug("tune device={} problem={} candidate={} phase={} gbps={:.2f} valid={}{}",
-                    device, key, c.candidate.name, c.phase,
+      spdlog::debug("tune device={} problem={} candidate={} gbps={:.2f} valid={} phase={}{}",
+                    device, key, c.candidate.name,
                     EffectiveGBps(job->problem.bytes(), c.measurement.median_s),
-                    c.measurement.valid,
+                    c.measurement.valid, c.phase,
                     c.measurement.valid ? "" : " error=\"" + c.measurement.error + "\"");
       if (!job->forced) return;
       std::lock_guard<std::mutex> l(mu_);
