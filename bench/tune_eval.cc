@@ -83,7 +83,9 @@ int Main(int argc, char** argv) {
   Backend& gpu = *(*backends)[0];
   const DeviceInfo& d = gpu.device();
   std::fprintf(stderr, "device: %s %s cc %s\n", d.name.c_str(), d.uuid.c_str(),
-               d.attributes.count("compute_capability") ? d.attributes.at("compute_capability").c_str() : "?");
+               d.attributes.count("compute_capability")
+                   ? d.attributes.at("compute_capability").c_str()
+                   : "?");
 
   std::ofstream csv_file;
   if (!csv_path.empty()) csv_file.open(csv_path);
@@ -91,9 +93,10 @@ int Main(int argc, char** argv) {
     std::cout << line << "\n" << std::flush;
     if (csv_file.is_open()) csv_file << line << "\n" << std::flush;
   };
-  emit("problem,bytes,candidates,tune_s,pick,pick_gbps,ceiling_gbps,pick_pct_ceiling,"
-       "exhaustive_s,exhaustive_best,exhaustive_best_gbps,pick_gbps_in_exhaustive,"
-       "pick_vs_best_pct,within_2pct");
+  emit(
+      "problem,bytes,candidates,tune_s,pick,pick_gbps,ceiling_gbps,pick_pct_ceiling,"
+      "exhaustive_s,exhaustive_best,exhaustive_best_gbps,pick_gbps_in_exhaustive,"
+      "pick_vs_best_pct,within_2pct");
 
   TuneOptions fast;  // the daemon's defaults
   TuneOptions exhaustive;
@@ -134,8 +137,8 @@ int Main(int argc, char** argv) {
     worst_tune = std::max(worst_tune, f->tune_seconds);
     for (const auto& c : e->candidates) {
       if (!c.measurement.valid) {
-        std::fprintf(stderr, "%s: %s invalid: %s\n", p.ToString().c_str(),
-                     c.candidate.name.c_str(), c.measurement.error.c_str());
+        std::fprintf(stderr, "%s: %s invalid: %s\n", p.ToString().c_str(), c.candidate.name.c_str(),
+                     c.measurement.error.c_str());
       }
     }
     char line[1024];
@@ -147,8 +150,10 @@ int Main(int argc, char** argv) {
                   best_e, pick_in_e, pct, ok2 ? "yes" : "no");
     emit(line);
   }
-  std::fprintf(stderr, "summary: %d/%d fast picks within 2%% of the exhaustive winner; slowest "
-               "fast tune %.3f s; %d failures\n", within, rows, worst_tune, failures);
+  std::fprintf(stderr,
+               "summary: %d/%d fast picks within 2%% of the exhaustive winner; slowest "
+               "fast tune %.3f s; %d failures\n",
+               within, rows, worst_tune, failures);
   return failures ? 1 : 0;
 }
 

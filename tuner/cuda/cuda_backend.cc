@@ -1,6 +1,7 @@
 #include "tuner/cuda/cuda_backend.h"
 
 #include <limits.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <sstream>
 #include <string>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "transposed/kernels/config.h"
 #include "tuner/cuda/worker_process.h"
@@ -101,7 +100,8 @@ class DeviceWorker {
     if (open_session_ != id || !process_.running()) return;
     open_session_ = 0;
     auto r = process_.Call(json{{"op", "close"}}, kRequestTimeoutSeconds);
-    if (!r.ok()) spdlog::warn("cuda device {}: closing a session: {}", index_, r.status().message());
+    if (!r.ok())
+      spdlog::warn("cuda device {}: closing a session: {}", index_, r.status().message());
   }
 
   // One session request about `what` (a candidate's name, or "the copy ceiling"). If the worker
@@ -145,8 +145,9 @@ class DeviceWorker {
   Status OpenLocked(uint64_t id, const Problem& p) {
     auto r = process_.Call(json{{"op", "open"}, {"problem", cuda_worker::ProblemToJson(p)}},
                            kRequestTimeoutSeconds);
-    if (!r.ok()) return Status::Unavailable("worker died while opening " + p.ToString() + ": " +
-                                            r.status().message());
+    if (!r.ok())
+      return Status::Unavailable("worker died while opening " + p.ToString() + ": " +
+                                 r.status().message());
     TR_RETURN_IF_ERROR(cuda_worker::ResponseStatus(*r));
     open_session_ = id;
     return Status::OK();
@@ -167,21 +168,20 @@ class CudaSession : public Session {
   ~CudaSession() override { worker_->Close(id_); }
 
   Status Check(const Candidate& c) override {
-    TR_ASSIGN_OR_RETURN(json r, worker_->SessionCall(
-                                    id_, problem_,
-                                    json{{"op", "check"},
-                                         {"candidate", cuda_worker::CandidateToJson(c)}},
-                                    c.name));
+    TR_ASSIGN_OR_RETURN(
+        json r, worker_->SessionCall(
+                    id_, problem_,
+                    json{{"op", "check"}, {"candidate", cuda_worker::CandidateToJson(c)}}, c.name));
     return cuda_worker::ResponseStatus(r);
   }
 
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& opt) override {
-    TR_ASSIGN_OR_RETURN(json r, worker_->SessionCall(
-                                    id_, problem_,
-                                    json{{"op", "measure"},
-                                         {"candidate", cuda_worker::CandidateToJson(c)},
-                                         {"options", cuda_worker::MeasureOptionsToJson(opt)}},
-                                    c.name));
+    TR_ASSIGN_OR_RETURN(
+        json r, worker_->SessionCall(id_, problem_,
+                                     json{{"op", "measure"},
+                                          {"candidate", cuda_worker::CandidateToJson(c)},
+                                          {"options", cuda_worker::MeasureOptionsToJson(opt)}},
+                                     c.name));
     TR_RETURN_IF_ERROR(cuda_worker::ResponseStatus(r));
     return cuda_worker::MeasurementFromJson(r.value("measurement", json()));
   }
@@ -259,8 +259,7 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCudaBackends(
     }
     info->index = i;
     spdlog::info("cuda device {}: {} {} (worker {})", i, info->name, info->uuid, path);
-    backends.push_back(
-        std::make_unique<CudaBackend>(worker, std::move(*info), faults));
+    backends.push_back(std::make_unique<CudaBackend>(worker, std::move(*info), faults));
   }
   return backends;
 }

@@ -142,9 +142,9 @@ TEST_F(CudaBackendTest, MeasurementsAreSaneAndRotateBeyondL2) {
       }
     }
     const double ceil_g = EffectiveGBps(p.bytes(), ceiling->median_s);
-    std::printf("%s: best %s %.1f GB/s, ceiling %.1f GB/s (%s), ratio %.3f\n",
-                p.ToString().c_str(), best_name.c_str(), best, ceil_g,
-                cm.value("ceiling_kind", "").c_str(), best / ceil_g);
+    std::printf("%s: best %s %.1f GB/s, ceiling %.1f GB/s (%s), ratio %.3f\n", p.ToString().c_str(),
+                best_name.c_str(), best, ceil_g, cm.value("ceiling_kind", "").c_str(),
+                best / ceil_g);
     EXPECT_GT(best, 0);
     EXPECT_LT(best / ceil_g, 1.2);
     EXPECT_GT(best / ceil_g, 0.3);  // the family's best is a real transpose kernel
@@ -181,16 +181,15 @@ TEST(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
     saw = true;
     EXPECT_FALSE(c.measurement.valid);
     EXPECT_NE(c.measurement.error.find("worker died"), std::string::npos) << c.measurement.error;
-    EXPECT_NE(c.measurement.error.find("IllegalAddress"), std::string::npos)
-        << c.measurement.error;
+    EXPECT_NE(c.measurement.error.find("IllegalAddress"), std::string::npos) << c.measurement.error;
     EXPECT_NE(c.measurement.error.find("restarted"), std::string::npos) << c.measurement.error;
     std::printf("fault recorded: %s\n", c.measurement.error.c_str());
   }
   EXPECT_TRUE(saw);
   EXPECT_NE(r->best.name, cuda_worker::kFaultCandidateName);
   EXPECT_TRUE(r->best_measurement.valid);
-  std::printf("tune with fault: %.3f s, best %s %.1f GB/s\n", r->tune_seconds,
-              r->best.name.c_str(), r->gbps());
+  std::printf("tune with fault: %.3f s, best %s %.1f GB/s\n", r->tune_seconds, r->best.name.c_str(),
+              r->gbps());
 
   // A second tune on the restarted worker works, and so does a new problem.
   auto r2 = RunTune(gpu, p, opt);

@@ -1,10 +1,8 @@
-#include "tuner/cuda/gpu_worker.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdarg>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -13,6 +11,7 @@
 #include "core/version.h"
 #include "transposed/kernels/config.h"
 #include "transposed/kernels/launch.h"
+#include "tuner/cuda/gpu_worker.h"
 #include "tuner/cuda/worker_constants.h"
 
 namespace transposed::cuda_worker {
@@ -45,7 +44,8 @@ __device__ __forceinline__ uint32_t Hash32(uint64_t x) {
 __global__ void FillKernel(unsigned char* p, size_t n, uint64_t seed) {
   const size_t n16 = n / 16;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16; i += stride) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += stride) {
     const uint64_t base = seed * 0x9e3779b97f4a7c15ULL + i * 4;
     uint4 v = make_uint4(Hash32(base), Hash32(base + 1), Hash32(base + 2), Hash32(base + 3));
     reinterpret_cast<uint4*>(p)[i] = v;
@@ -61,7 +61,8 @@ __global__ void FillKernel(unsigned char* p, size_t n, uint64_t seed) {
 __global__ void NotKernel(const unsigned char* src, unsigned char* dst, size_t n) {
   const size_t n16 = n / 16;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16; i += stride) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += stride) {
     uint4 v = reinterpret_cast<const uint4*>(src)[i];
     reinterpret_cast<uint4*>(dst)[i] = make_uint4(~v.x, ~v.y, ~v.z, ~v.w);
   }
@@ -74,7 +75,8 @@ __global__ void NotKernel(const unsigned char* src, unsigned char* dst, size_t n
 __global__ void Copy16Kernel(const unsigned char* src, unsigned char* dst, size_t n) {
   const size_t n16 = n / 16;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16; i += stride) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += stride) {
     reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
   }
   if (blockIdx.x == 0) {
@@ -93,7 +95,8 @@ __global__ void CompareDenseKernel(const unsigned char* ref, const unsigned char
                                    unsigned long long* result) {
   const size_t n16 = n / 16;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16; i += stride) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += stride) {
     uint4 a = reinterpret_cast<const uint4*>(ref)[i];
     uint4 b = reinterpret_cast<const uint4*>(out)[i];
     if (a.x != b.x || a.y != b.y || a.z != b.z || a.w != b.w) {
@@ -204,8 +207,8 @@ class GpuWorkerImpl : public GpuWorker {
     TR_RETURN_IF_ERROR(Cuda(cudaSetDevice(device_), "cudaSetDevice"));
     TR_RETURN_IF_ERROR(Cuda(cudaFree(nullptr), "creating the CUDA context"));
     TR_RETURN_IF_ERROR(Cuda(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties"));
-    TR_RETURN_IF_ERROR(Cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                            "cudaStreamCreate"));
+    TR_RETURN_IF_ERROR(
+        Cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
     events_.resize(kMaxBatchSamples + 1);
     for (auto& e : events_) TR_RETURN_IF_ERROR(Cuda(cudaEventCreate(&e), "cudaEventCreate"));
     TR_RETURN_IF_ERROR(Cuda(cudaMalloc(&result_, 2 * sizeof(unsigned long long)), "cudaMalloc"));
@@ -254,12 +257,12 @@ class GpuWorkerImpl : public GpuWorker {
     const int64_t pair_b = in_b + out_b;
     // One pair plus the reference output must fit, with 10% of free memory left over.
     if (static_cast<double>(pair_b + out_b) > 0.9 * static_cast<double>(free_b)) {
-      return Status::ResourceExhausted(Fmt("%s needs %lld bytes of buffers, the device has %zu free",
-                                           p.ToString().c_str(),
-                                           static_cast<long long>(pair_b + out_b), free_b));
+      return Status::ResourceExhausted(
+          Fmt("%s needs %lld bytes of buffers, the device has %zu free", p.ToString().c_str(),
+              static_cast<long long>(pair_b + out_b), free_b));
     }
-    const int64_t cap = std::min<int64_t>(
-        kMaxRotationBytes, static_cast<int64_t>(kMaxRotationFreeFraction * free_b));
+    const int64_t cap = std::min<int64_t>(kMaxRotationBytes,
+                                          static_cast<int64_t>(kMaxRotationFreeFraction * free_b));
     // Strictly more than kWorkingSetL2Multiple x L2 (one pair more than fits in it).
     const int64_t want = kWorkingSetL2Multiple * prop_.l2CacheSize / pair_b + 1;
     const int64_t n = std::max<int64_t>(1, std::min<int64_t>(want, cap / pair_b));
@@ -316,19 +319,20 @@ class GpuWorkerImpl : public GpuWorker {
     TR_RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream_), ("running " + c.name).c_str()));
 
     unsigned long long init[2] = {0, ~0ULL};
-    TR_RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(result_, init, sizeof(init), cudaMemcpyHostToDevice,
-                                            stream_), "cudaMemcpy"));
+    TR_RETURN_IF_ERROR(
+        Cuda(cudaMemcpyAsync(result_, init, sizeof(init), cudaMemcpyHostToDevice, stream_),
+             "cudaMemcpy"));
     if (p.out_ld() == p.rows) {
       CompareDenseKernel<<<GridFor(out_b / 16, 256), 256, 0, stream_>>>(ref_, pairs_[0].out, out_b,
-                                                                         result_);
+                                                                        result_);
     } else {
       CompareStridedKernel<<<GridFor(out_b, 256), 256, 0, stream_>>>(
           ref_, pairs_[0].out, out_b, p.elem_size(), p.rows, p.out_ld(), result_);
     }
     TR_RETURN_IF_ERROR(Cuda(cudaGetLastError(), "compare kernel launch"));
     unsigned long long res[2] = {0, 0};
-    TR_RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(res, result_, sizeof(res), cudaMemcpyDeviceToHost,
-                                            stream_), "cudaMemcpy"));
+    TR_RETURN_IF_ERROR(Cuda(
+        cudaMemcpyAsync(res, result_, sizeof(res), cudaMemcpyDeviceToHost, stream_), "cudaMemcpy"));
     TR_RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream_), "comparing"));
     if (res[0] == 0) return Status::OK();
     return Status::FailedPrecondition(c.name + ": " + DescribeMismatch(res[1], res[0]));
@@ -337,28 +341,29 @@ class GpuWorkerImpl : public GpuWorker {
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override {
     TR_RETURN_IF_ERROR(Ready());
     TR_ASSIGN_OR_RETURN(Parsed parsed, Parse(c));
-    return Time([&](int pair) { return LaunchOnce(parsed, c.name, pair); }, o, "\"kind\":\"kernel\"");
+    return Time([&](int pair) { return LaunchOnce(parsed, c.name, pair); }, o,
+                "\"kind\":\"kernel\"");
   }
 
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override {
     TR_RETURN_IF_ERROR(Ready());
     const size_t bytes = static_cast<size_t>(problem_.bytes());
-    TR_ASSIGN_OR_RETURN(
-        Measurement memcpy_m,
-        Time([&](int pair) {
-               return Cuda(cudaMemcpyAsync(pairs_[pair].out, pairs_[pair].in, bytes,
-                                           cudaMemcpyDeviceToDevice, stream_),
-                           "cudaMemcpyAsync D2D");
-             },
-             o, "\"kind\":\"ceiling\",\"ceiling_kind\":\"memcpy_d2d\""));
-    TR_ASSIGN_OR_RETURN(
-        Measurement copy_m,
-        Time([&](int pair) {
-               Copy16Kernel<<<GridFor(bytes / 16, 256), 256, 0, stream_>>>(pairs_[pair].in,
-                                                                          pairs_[pair].out, bytes);
-               return Cuda(cudaGetLastError(), "copy16 kernel launch");
-             },
-             o, "\"kind\":\"ceiling\",\"ceiling_kind\":\"copy16_kernel\""));
+    TR_ASSIGN_OR_RETURN(Measurement memcpy_m,
+                        Time(
+                            [&](int pair) {
+                              return Cuda(cudaMemcpyAsync(pairs_[pair].out, pairs_[pair].in, bytes,
+                                                          cudaMemcpyDeviceToDevice, stream_),
+                                          "cudaMemcpyAsync D2D");
+                            },
+                            o, "\"kind\":\"ceiling\",\"ceiling_kind\":\"memcpy_d2d\""));
+    TR_ASSIGN_OR_RETURN(Measurement copy_m,
+                        Time(
+                            [&](int pair) {
+                              Copy16Kernel<<<GridFor(bytes / 16, 256), 256, 0, stream_>>>(
+                                  pairs_[pair].in, pairs_[pair].out, bytes);
+                              return Cuda(cudaGetLastError(), "copy16 kernel launch");
+                            },
+                            o, "\"kind\":\"ceiling\",\"ceiling_kind\":\"copy16_kernel\""));
     const bool memcpy_wins = memcpy_m.median_s <= copy_m.median_s;
     Measurement best = memcpy_wins ? memcpy_m : copy_m;
     // Record both in the winner's method.
@@ -452,10 +457,11 @@ class GpuWorkerImpl : public GpuWorker {
       return Fmt("wrote into the output's leading-dimension gap at byte %llu (%llu bytes wrong)",
                  first, count);
     }
-    return Fmt("output differs from the reference at batch %lld, input row %lld, column %lld "
-               "(byte %llu; %llu bytes wrong)",
-               static_cast<long long>(b), static_cast<long long>(i), static_cast<long long>(j),
-               first, count);
+    return Fmt(
+        "output differs from the reference at batch %lld, input row %lld, column %lld "
+        "(byte %llu; %llu bytes wrong)",
+        static_cast<long long>(b), static_cast<long long>(i), static_cast<long long>(j), first,
+        count);
   }
 
   // Times launch(pair) on rotating pairs: warm-up, then samples of k back-to-back launches
@@ -472,16 +478,16 @@ class GpuWorkerImpl : public GpuWorker {
     float warm_ms = 0;
     TR_RETURN_IF_ERROR(Cuda(cudaEventElapsedTime(&warm_ms, events_[0], events_[1]), "elapsed"));
     const double est = std::max(1e-7, warm_ms * 1e-3 / warmup);
-    const int k = static_cast<int>(std::clamp<double>(std::ceil(kMinSampleSeconds / est), 1,
-                                                      kMaxLaunchesPerSample));
+    const int k = static_cast<int>(
+        std::clamp<double>(std::ceil(kMinSampleSeconds / est), 1, kMaxLaunchesPerSample));
     std::vector<double> samples;
     double total = 0;
     while ((static_cast<int>(samples.size()) < o.min_samples || total < o.min_seconds) &&
            static_cast<int>(samples.size()) < o.max_samples) {
       int need = std::max<int>(o.min_samples - static_cast<int>(samples.size()),
                                static_cast<int>(std::ceil((o.min_seconds - total) / (est * k))));
-      need = std::clamp(need, 1, std::min(kMaxBatchSamples,
-                                          o.max_samples - static_cast<int>(samples.size())));
+      need = std::clamp(
+          need, 1, std::min(kMaxBatchSamples, o.max_samples - static_cast<int>(samples.size())));
       TR_RETURN_IF_ERROR(Cuda(cudaEventRecord(events_[0], stream_), "cudaEventRecord"));
       for (int s = 0; s < need; ++s) {
         for (int l = 0; l < k; ++l) TR_RETURN_IF_ERROR(launch(rotate_++ % npairs));
@@ -497,14 +503,14 @@ class GpuWorkerImpl : public GpuWorker {
         total += t * k;
       }
     }
-    const int64_t ws = static_cast<int64_t>(npairs) *
-                       (problem_.in_alloc_bytes() + problem_.out_alloc_bytes());
-    std::string method = Fmt(
-        "{\"timer\":\"cuda_event\",%s,\"warmup\":%d,\"samples\":%zu,\"launches_per_sample\":%d,"
-        "\"buffers\":%d,\"working_set_bytes\":%lld,\"l2_bytes\":%d,\"sm_clock_khz\":%d,"
-        "\"memory_clock_khz\":%d,\"device\":\"%s\"}",
-        kind_json.c_str(), warmup, samples.size(), k, npairs, static_cast<long long>(ws),
-        prop_.l2CacheSize, sm_clock_khz_, mem_clock_khz_, JsonEscape(prop_.name).c_str());
+    const int64_t ws =
+        static_cast<int64_t>(npairs) * (problem_.in_alloc_bytes() + problem_.out_alloc_bytes());
+    std::string method =
+        Fmt("{\"timer\":\"cuda_event\",%s,\"warmup\":%d,\"samples\":%zu,\"launches_per_sample\":%d,"
+            "\"buffers\":%d,\"working_set_bytes\":%lld,\"l2_bytes\":%d,\"sm_clock_khz\":%d,"
+            "\"memory_clock_khz\":%d,\"device\":\"%s\"}",
+            kind_json.c_str(), warmup, samples.size(), k, npairs, static_cast<long long>(ws),
+            prop_.l2CacheSize, sm_clock_khz_, mem_clock_khz_, JsonEscape(prop_.name).c_str());
     return Measurement::FromSamples(std::move(samples), warmup, std::move(method));
   }
 
@@ -531,8 +537,8 @@ StatusOr<int> CudaDeviceCount() {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return Status::Unavailable(Fmt("cudaGetDeviceCount: %s (%s)", cudaGetErrorName(e),
-                                   cudaGetErrorString(e)));
+    return Status::Unavailable(
+        Fmt("cudaGetDeviceCount: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e)));
   }
   return n;
 }

@@ -11,10 +11,10 @@ namespace transposed::cuda_worker {
 inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
 
 // Exit codes of the worker process.
-inline constexpr int kExitOk = 0;            // stdin closed or "close" of the process
-inline constexpr int kExitUsage = 2;         // bad command line
-inline constexpr int kExitStickyError = 3;   // the CUDA context broke (illegal address...)
-inline constexpr int kExitProtocol = 4;      // malformed frame on stdin
+inline constexpr int kExitOk = 0;           // stdin closed or "close" of the process
+inline constexpr int kExitUsage = 2;        // bad command line
+inline constexpr int kExitStickyError = 3;  // the CUDA context broke (illegal address...)
+inline constexpr int kExitProtocol = 4;     // malformed frame on stdin
 
 // Name of the deliberately faulting candidate (only with --enable-test-faults).
 inline constexpr char kFaultCandidateName[] = "test.fault.illegal_address";

@@ -136,8 +136,7 @@ int Main(int argc, char** argv) {
       }
       device = static_cast<int>(v);
     } else {
-      std::fprintf(stderr,
-                   "usage: transposed-worker --list | --device N [--enable-test-faults]\n");
+      std::fprintf(stderr, "usage: transposed-worker --list | --device N [--enable-test-faults]\n");
       return kExitUsage;
     }
   }

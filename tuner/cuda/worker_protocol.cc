@@ -133,9 +133,9 @@ Status ReadFrame(int fd, std::string* payload, int timeout_ms) {
 }
 
 json ProblemToJson(const Problem& p) {
-  return json{{"rows", p.rows},   {"cols", p.cols},     {"batch", p.batch},
-              {"dtype", std::string(DTypeName(p.dtype))}, {"ld_in", p.ld_in},
-              {"ld_out", p.ld_out}};
+  return json{{"rows", p.rows},   {"cols", p.cols},
+              {"batch", p.batch}, {"dtype", std::string(DTypeName(p.dtype))},
+              {"ld_in", p.ld_in}, {"ld_out", p.ld_out}};
 }
 
 StatusOr<Problem> ProblemFromJson(const json& j) {
@@ -186,8 +186,8 @@ StatusOr<MeasureOptions> MeasureOptionsFromJson(const json& j) {
 }
 
 json MeasurementToJson(const Measurement& m) {
-  return json{{"valid", m.valid},   {"error", m.error},     {"median_s", m.median_s},
-              {"min_s", m.min_s},   {"max_s", m.max_s},     {"samples", m.samples},
+  return json{{"valid", m.valid},   {"error", m.error},  {"median_s", m.median_s},
+              {"min_s", m.min_s},   {"max_s", m.max_s},  {"samples", m.samples},
               {"warmup", m.warmup}, {"method", m.method}};
 }
 

@@ -10,9 +10,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/problem.h"
 #include "core/status.h"

@@ -31,8 +31,8 @@ std::string FakeWorkerPath() {
 }
 
 TEST(FrameTest, EncodeDecodeRoundTrip) {
-  for (const std::string& payload : {std::string(), std::string("{}"), std::string(70000, 'x'),
-                                    std::string("a\0b", 3)}) {
+  for (const std::string& payload :
+       {std::string(), std::string("{}"), std::string(70000, 'x'), std::string("a\0b", 3)}) {
     std::string frame = EncodeFrame(payload);
     ASSERT_EQ(frame.size(), payload.size() + 4);
     std::string out;
@@ -113,7 +113,8 @@ TEST(CodecTest, ProblemRoundTrip) {
 }
 
 TEST(CodecTest, CandidateAndOptionsRoundTrip) {
-  Candidate c{"tile64x64.rows8.vec16.swz", {{"tile_rows", 64}, {"vec_bytes", 16}, {"big", 1LL << 40}}};
+  Candidate c{"tile64x64.rows8.vec16.swz",
+              {{"tile_rows", 64}, {"vec_bytes", 16}, {"big", 1LL << 40}}};
   auto cb = CandidateFromJson(CandidateToJson(c));
   ASSERT_TRUE(cb.ok());
   EXPECT_EQ(cb->name, c.name);
@@ -244,9 +245,7 @@ TEST(MakeCudaBackendsTest, MissingWorkerIsAnError) {
 
 // --- worker death and restart, through the fake worker ------------------------------------------
 
-int PidOf(const Measurement& m) {
-  return json::parse(m.method).value("pid", -1);
-}
+int PidOf(const Measurement& m) { return json::parse(m.method).value("pid", -1); }
 
 class FakeWorkerTest : public ::testing::Test {
  protected:
