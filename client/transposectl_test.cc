@@ -144,9 +144,13 @@ class DaemonTest : public ::testing::Test {
 
   void TearDown() override {
     if (pid_ > 0) StopDaemon();
-    if (!HasFailure()) {
+    // TRANSPOSECTL_TEST_KEEP=1 keeps the directory (database, logs, outputs) of passing tests too.
+    const char* keep = std::getenv("TRANSPOSECTL_TEST_KEEP");
+    if (!HasFailure() && (keep == nullptr || std::string(keep) != "1")) {
       std::error_code ec;
       fs::remove_all(dir_, ec);
+    } else if (!HasFailure()) {
+      std::cerr << "kept the test directory: " << dir_ << "\n";
     } else {
       std::cerr << "kept the test directory for inspection: " << dir_ << "\n"
                 << "daemon log tail:\n"
@@ -438,6 +442,7 @@ TEST_F(DaemonTest, ConcurrentRequestsShareOneTune) {
   EXPECT_FALSE(variants.begin()->empty());
   EXPECT_GE(tuned, 1) << "the first request must have tuned";
 
+  shared->reset();  // close the channel first
   StopDaemon();  // flushes the log
   EXPECT_EQ(TuneStarts(problem.Key()), 1)
       << "expected exactly one `tune start ... problem=" << problem.Key()
