@@ -1,9 +1,10 @@
 // Unit tests of the client-side helpers: status mapping, problem conversion, device selectors,
 // JSON and text formatting. No daemon needed.
+#include "client/client.h"
+
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "client/client.h"
 #include "client/format.h"
 
 namespace transposed {

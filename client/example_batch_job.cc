@@ -9,6 +9,7 @@
 // Exit status 0 when the transpose is correct, 1 on any error (printed to stderr).
 #include <cuda_runtime_api.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -16,8 +17,6 @@
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "client/client.h"
 #include "core/problem.h"
@@ -46,8 +45,7 @@ Status RunJob(const std::string& server, const Problem& problem, int device_inde
   ClientOptions options;
   options.deadline_seconds = 600;
   TR_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(server, options));
-  TR_ASSIGN_OR_RETURN(v1::Answer answer,
-                      client->GetConfig(problem, DeviceByIndex(device_index)));
+  TR_ASSIGN_OR_RETURN(v1::Answer answer, client->GetConfig(problem, DeviceByIndex(device_index)));
   if (answer.variant().backend() != "cuda") {
     return Status::FailedPrecondition("device " + std::to_string(device_index) + " of " + server +
                                       " is a '" + answer.variant().backend() +
@@ -63,8 +61,8 @@ Status RunJob(const std::string& server, const Problem& problem, int device_inde
   TR_ASSIGN_OR_RETURN(kernels::TransposeConfig by_name,
                       kernels::TransposeConfig::FromName(answer.variant().name()));
   if (config != by_name) {
-    return Status::Internal("variant " + answer.variant().name() +
-                            ": its parameters describe " + config.Name());
+    return Status::Internal("variant " + answer.variant().name() + ": its parameters describe " +
+                            config.Name());
   }
 
   // 3. Device buffers; the CUDA device must be the one the daemon tuned for. The daemon lists
@@ -97,8 +95,9 @@ Status RunJob(const std::string& server, const Problem& problem, int device_inde
 
   // 5. Check every element: out[b][j][i] == in[b][i][j].
   std::vector<unsigned char> host_out(out_bytes);
-  TR_RETURN_IF_ERROR(CudaCheck(
-      cudaMemcpy(host_out.data(), d_out.ptr, out_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(out)"));
+  TR_RETURN_IF_ERROR(
+      CudaCheck(cudaMemcpy(host_out.data(), d_out.ptr, out_bytes, cudaMemcpyDeviceToHost),
+                "cudaMemcpy(out)"));
   const int64_t ldi = problem.in_ld(), ldo = problem.out_ld();
   for (int64_t b = 0; b < problem.batch; ++b) {
     for (int64_t i = 0; i < problem.rows; ++i) {

@@ -64,9 +64,12 @@ std::string HumanBytes(uint64_t bytes) {
 
 std::string SourceName(v1::Source source) {
   switch (source) {
-    case v1::SOURCE_CACHE: return "cache";
-    case v1::SOURCE_TUNED: return "tuned";
-    default: return "unspecified";
+    case v1::SOURCE_CACHE:
+      return "cache";
+    case v1::SOURCE_TUNED:
+      return "tuned";
+    default:
+      return "unspecified";
   }
 }
 
@@ -240,9 +243,9 @@ std::string ProgressToText(const v1::TuneProgress& p) {
                   VariantLabel(p.answer().variant()).c_str(), p.answer().gbps());
   }
   const v1::CandidateResult& c = p.candidate();
-  std::string line = Printf("[%d/%d] %s  %.1f GB/s  %s", p.index(), p.total(),
-                            VariantLabel(c.variant()).c_str(), c.measurement().gbps(),
-                            c.measurement().valid() ? "valid" : "invalid");
+  std::string line =
+      Printf("[%d/%d] %s  %.1f GB/s  %s", p.index(), p.total(), VariantLabel(c.variant()).c_str(),
+             c.measurement().gbps(), c.measurement().valid() ? "valid" : "invalid");
   if (!c.phase().empty()) line += "  " + c.phase();
   if (!c.measurement().valid() && !c.measurement().error().empty()) {
     line += "  (" + c.measurement().error() + ")";
@@ -259,11 +262,10 @@ std::string DeviceToText(const v1::Device& d) {
 
 std::string EntryToText(const v1::Entry& entry) {
   const v1::Answer& a = entry.answer();
-  std::string out =
-      Printf("device=%d  %-24s  %-32s  %9.1f GB/s  ratio=%.3f  %s  fingerprint=%s",
-             a.device().index(), ProblemLabel(a.problem()).c_str(),
-             VariantLabel(a.variant()).c_str(), a.gbps(), a.ratio(),
-             IsoTimeUtc(a.tuned_at_unix_ms()).c_str(), a.device().fingerprint().c_str());
+  std::string out = Printf(
+      "device=%d  %-24s  %-32s  %9.1f GB/s  ratio=%.3f  %s  fingerprint=%s", a.device().index(),
+      ProblemLabel(a.problem()).c_str(), VariantLabel(a.variant()).c_str(), a.gbps(), a.ratio(),
+      IsoTimeUtc(a.tuned_at_unix_ms()).c_str(), a.device().fingerprint().c_str());
   for (const auto& c : entry.candidates()) {
     out += "\n" + Printf("    %-32s  %9.1f GB/s  %-7s  %s", VariantLabel(c.variant()).c_str(),
                          c.measurement().gbps(), c.measurement().valid() ? "valid" : "invalid",

@@ -8,13 +8,12 @@
 //
 // Exit status: 0 success, 1 the daemon answered with an error, 2 usage error, 3 the daemon could
 // not be reached (UNAVAILABLE). Errors go to stderr as "transposectl: CODE: message".
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "client/client.h"
 #include "client/format.h"
@@ -74,9 +73,9 @@ void AddFilterFlags(CLI::App* cmd, FilterFlags* f) {
   cmd->add_option("--cols", f->cols, "Columns");
   cmd->add_option("--variant", f->variant, "Variant name");
   cmd->add_option("--library-version", f->library_version, "Kernel library version");
-  f->older_opt = cmd->add_option("--older-than-days", f->older_than_days,
-                                 "Entries tuned more than D days ago")
-                     ->check(CLI::NonNegativeNumber);
+  f->older_opt =
+      cmd->add_option("--older-than-days", f->older_than_days, "Entries tuned more than D days ago")
+          ->check(CLI::NonNegativeNumber);
 }
 
 v1::Problem BuildProblem(const ProblemFlags& f) {
@@ -127,7 +126,8 @@ int Usage(const std::string& message) {
 }
 
 int RunGet(Client& client, const Globals& g, const ProblemFlags& f, bool cache_only) {
-  auto answer = client.GetConfig(BuildProblem(f), cache_only ? v1::CACHE_ONLY : v1::TUNE_IF_MISSING);
+  auto answer =
+      client.GetConfig(BuildProblem(f), cache_only ? v1::CACHE_ONLY : v1::TUNE_IF_MISSING);
   if (!answer.ok()) return Fail(answer.status());
   if (g.json) {
     std::cout << AnswerToJson(*answer).dump(2) << std::endl;

@@ -2,31 +2,29 @@
 // database and log in a temp dir, ephemeral port) and drives it through the real `transposectl`
 // binary (and, for concurrency, the C++ Client).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "client/client.h"
 #include "core/problem.h"
@@ -171,11 +169,10 @@ class DaemonTest : public ::testing::Test {
     fs::path port_file = dir_ / "port";
     fs::remove(port_file);
     ++starts_;
-    std::vector<std::string> argv = {kDaemon,         "--listen",    "127.0.0.1:0",
-                                     "--port-file",   port_file,     "--db",
-                                     db_,             "--backend",   "cpu",
-                                     "--log-file",    log_,          "--log-level",
-                                     "info",          "--tune-budget", "5"};
+    std::vector<std::string> argv = {
+        kDaemon, "--listen",    "127.0.0.1:0", "--port-file",   port_file,
+        "--db",  db_,           "--backend",   "cpu",           "--log-file",
+        log_,    "--log-level", "info",        "--tune-budget", "5"};
     std::string error;
     pid_ = Spawn(argv, dir_ / ("daemon" + std::to_string(starts_) + ".out"), dir_ / "daemon.err",
                  {}, &error);
@@ -310,7 +307,8 @@ void ExpectTunedAnswer(const Json& j, const std::string& context) {
   const double ratio = j["ratio"].get<double>();
   EXPECT_GT(ratio, 0) << j.dump();
   EXPECT_LT(ratio, 1.5) << j.dump();
-  EXPECT_NEAR(ratio, j["gbps"].get<double>() / j["ceiling_gbps"].get<double>(), 1e-6 * ratio + 1e-9);
+  EXPECT_NEAR(ratio, j["gbps"].get<double>() / j["ceiling_gbps"].get<double>(),
+              1e-6 * ratio + 1e-9);
   EXPECT_GE(j["rel_spread"].get<double>(), 0) << j.dump();
   EXPECT_GE(j["candidates_tried"].get<int>(), 1) << j.dump();
   EXPECT_GE(j["candidates_valid"].get<int>(), 1) << j.dump();
@@ -356,8 +354,8 @@ TEST_F(DaemonTest, MissTunesThenHitsCache) {
   args.insert(args.end(), problem.begin(), problem.end());
   CtlResult text = Ctl(args);
   ASSERT_EQ(text.exit_code, 0) << text.Describe();
-  EXPECT_TRUE(std::regex_search(text.out, std::regex("variant: +" +
-                                                     first["variant"].get<std::string>())))
+  EXPECT_TRUE(
+      std::regex_search(text.out, std::regex("variant: +" + first["variant"].get<std::string>())))
       << text.out;
   EXPECT_TRUE(std::regex_search(text.out, std::regex("source: +cache"))) << text.out;
   EXPECT_TRUE(std::regex_search(text.out, std::regex("bandwidth: +[0-9.]+ GB/s"))) << text.out;
@@ -443,7 +441,7 @@ TEST_F(DaemonTest, ConcurrentRequestsShareOneTune) {
   EXPECT_GE(tuned, 1) << "the first request must have tuned";
 
   shared->reset();  // close the channel first
-  StopDaemon();  // flushes the log
+  StopDaemon();     // flushes the log
   EXPECT_EQ(TuneStarts(problem.Key()), 1)
       << "expected exactly one `tune start ... problem=" << problem.Key()
       << "` line in the daemon log:\n"
@@ -528,8 +526,8 @@ TEST_F(DaemonTest, ExitStatusesAndServerFromEnvironment) {
   EXPECT_EQ(down.exit_code, 3) << down.Describe();
   EXPECT_EQ(down.err.rfind("transposectl: UNAVAILABLE: ", 0), 0u) << down.Describe();
 
-  CtlResult env = Ctl({"--json", "devices"}, /*with_server=*/false,
-                      {"TRANSPOSED_SERVER=" + address_});
+  CtlResult env =
+      Ctl({"--json", "devices"}, /*with_server=*/false, {"TRANSPOSED_SERVER=" + address_});
   ASSERT_EQ(env.exit_code, 0) << env.Describe();
   EXPECT_TRUE(env.json().contains("devices")) << env.Describe();
   // --server wins over the environment.
@@ -682,10 +680,10 @@ void ExpectCandidateStream(const std::vector<StreamedCandidate>& s, const std::s
 
 // (f) tune streams one progress line per candidate, then the answer.
 TEST_F(DaemonTest, TuneStreamsProgressThenAnswer) {
-  CtlResult text = Ctl({"tune", "--rows", "128", "--cols", "96", "--dtype", "f32", "--budget", "3"});
+  CtlResult text =
+      Ctl({"tune", "--rows", "128", "--cols", "96", "--dtype", "f32", "--budget", "3"});
   ASSERT_EQ(text.exit_code, 0) << text.Describe();
-  const std::regex progress(
-      R"(^\[(\d+)/(\d+)\] (\S+)  ([0-9.]+) GB/s  (valid|invalid)  (\w+).*$)");
+  const std::regex progress(R"(^\[(\d+)/(\d+)\] (\S+)  ([0-9.]+) GB/s  (valid|invalid)  (\w+).*$)");
   std::vector<StreamedCandidate> streamed;
   bool table = false;
   for (const auto& line : Lines(text.out)) {
