@@ -3,11 +3,11 @@
 # GPU is visible, the CPU backend otherwise), asks it for the best configuration of one problem
 # twice (the first call tunes, the second is answered from the SQLite cache), then stops it.
 #
-#   deploy/quickstart.sh [ROWS COLS DTYPE]      default: 4096 4096 f32
+#   deploy/quickstart.sh [ROWS COLS DTYPE]      default: 2048 2048 f32
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROWS=${1:-4096}
-COLS=${2:-4096}
+ROWS=${1:-2048}
+COLS=${2:-2048}
 DTYPE=${3:-f32}
 BUILD_DIR=${BUILD_DIR:-build}
 
