@@ -38,7 +38,7 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCuda(const BackendOptions& o
 }  // namespace
 
 StatusOr<std::vector<std::unique_ptr<Backend>>> MakeBackends(const std::string& kind,
-                                                            const BackendOptions& options) {
+                                                             const BackendOptions& options) {
   if (options.cpu_threads < 0)
     return Status::InvalidArgument("--cpu-threads: must be >= 0 (0: all), got " +
                                    std::to_string(options.cpu_threads));
@@ -49,10 +49,8 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeBackends(const std::string& 
   if (kind == "cuda") {
 #if TRANSPOSED_WITH_CUDA_BACKEND
     auto gpus = MakeCuda(options);
-    if (!gpus.ok())
-      return Status::FailedPrecondition("--backend=cuda: " + gpus.status().message());
-    if (gpus->empty())
-      return Status::FailedPrecondition("--backend=cuda: no GPU is visible");
+    if (!gpus.ok()) return Status::FailedPrecondition("--backend=cuda: " + gpus.status().message());
+    if (gpus->empty()) return Status::FailedPrecondition("--backend=cuda: no GPU is visible");
     spdlog::info("backend=cuda (requested with --backend=cuda; {} GPU(s))", gpus->size());
     return std::move(gpus).value();
 #else

@@ -16,14 +16,14 @@
 namespace transposed {
 
 struct BackendOptions {
-  int cpu_threads = 0;       // most threads a CPU candidate uses; 0: all hardware threads
-  std::string worker_path;   // the CUDA worker executable; empty: next to this executable
+  int cpu_threads = 0;      // most threads a CPU candidate uses; 0: all hardware threads
+  std::string worker_path;  // the CUDA worker executable; empty: next to this executable
 };
 
 // True when this build includes the CUDA backend.
 bool CudaBackendCompiledIn();
 
 StatusOr<std::vector<std::unique_ptr<Backend>>> MakeBackends(const std::string& kind,
-                                                            const BackendOptions& options);
+                                                             const BackendOptions& options);
 
 }  // namespace transposed

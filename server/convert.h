@@ -22,8 +22,9 @@ namespace pb = ::transposed::v1;
 std::string DTypeNameList();
 
 // proto Problem -> core Problem. dtype is parsed with ParseDType (unknown: INVALID_ARGUMENT
-// "problem.dtype: unknown element type 'x' (expected one of f16, bf16, ...)"; empty: "problem.dtype:
-// required ..."); batch unset -> 1, set to <= 0 -> INVALID_ARGUMENT "problem.batch: ...".
+// "problem.dtype: unknown element type 'x' (expected one of f16, bf16, ...)"; empty:
+// "problem.dtype: required ..."); batch unset -> 1, set to <= 0 -> INVALID_ARGUMENT "problem.batch:
+// ...".
 StatusOr<Problem> ProblemFromProto(const pb::Problem& p);
 // The problem's device selector (unset oneof -> neither index nor uuid: device 0).
 DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s);

@@ -9,10 +9,12 @@ namespace {
 
 TEST(GrpcStatusTest, MapsEveryCodeByNameAndKeepsTheMessage) {
   const StatusCode codes[] = {
-      StatusCode::kCancelled,         StatusCode::kUnknown,         StatusCode::kInvalidArgument,
-      StatusCode::kDeadlineExceeded,  StatusCode::kNotFound,        StatusCode::kAlreadyExists,
-      StatusCode::kResourceExhausted, StatusCode::kFailedPrecondition, StatusCode::kAborted,
-      StatusCode::kUnimplemented,     StatusCode::kInternal,        StatusCode::kUnavailable,
+      StatusCode::kCancelled,         StatusCode::kUnknown,
+      StatusCode::kInvalidArgument,   StatusCode::kDeadlineExceeded,
+      StatusCode::kNotFound,          StatusCode::kAlreadyExists,
+      StatusCode::kResourceExhausted, StatusCode::kFailedPrecondition,
+      StatusCode::kAborted,           StatusCode::kUnimplemented,
+      StatusCode::kInternal,          StatusCode::kUnavailable,
   };
   for (StatusCode c : codes) {
     Status s(c, std::string("msg of ") + StatusCodeName(c));

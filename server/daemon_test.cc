@@ -112,9 +112,12 @@ class DaemonTest : public ::testing::Test {
   }
 
   std::vector<std::string> Args(const std::string& log_name = "log") {
-    return {"--listen",    "127.0.0.1:0",        "--port-file",   (dir_ / "port").string(),
-            "--db",        (dir_ / "t.db").string(), "--backend", "cpu",
-            "--log-file",  (dir_ / log_name).string(), "--cpu-threads", "1",
+    return {"--listen",      "127.0.0.1:0",
+            "--port-file",   (dir_ / "port").string(),
+            "--db",          (dir_ / "t.db").string(),
+            "--backend",     "cpu",
+            "--log-file",    (dir_ / log_name).string(),
+            "--cpu-threads", "1",
             "--tune-budget", "5"};
   }
 

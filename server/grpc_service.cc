@@ -137,9 +137,10 @@ grpc::Status GrpcTransposer::Tune(grpc::ServerContext* context, const v1::TuneRe
         status = Status::Cancelled("the client went away before the answer was written");
     }
   }
-  spdlog::info("rpc=Tune problem={} device={} source=tuned candidates={} latency_ms={:.3f} status={}",
-               DescribeProblem(problem, request->problem()), device, streamed, MillisSince(start),
-               status.ToString());
+  spdlog::info(
+      "rpc=Tune problem={} device={} source=tuned candidates={} latency_ms={:.3f} status={}",
+      DescribeProblem(problem, request->problem()), device, streamed, MillisSince(start),
+      status.ToString());
   return ToGrpcStatus(status);
 }
 

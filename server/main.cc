@@ -91,8 +91,7 @@ int main(int argc, char** argv) {
   app.set_config("--config", "", "TOML or INI file with the same keys as the long flags");
   app.add_option("--listen", flags.listen, "HOST:PORT to serve gRPC on (port 0: any free port)")
       ->capture_default_str();
-  app.add_option("--db", flags.db, "SQLite database file of tuning results")
-      ->capture_default_str();
+  app.add_option("--db", flags.db, "SQLite database file of tuning results")->capture_default_str();
   app.add_option("--backend", flags.backend, "measuring backend")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
@@ -176,7 +175,9 @@ int main(int argc, char** argv) {
     while (sigwait(&signals, &sig) != 0) {
     }
     spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    // Cancel tunes first so that waiting requests return CANCELLED at once, then stop serving.
+    // Health checks answer NOT_SERVING from now on; cancel tunes so that waiting requests return
+    // CANCELLED at once; then stop serving.
+    if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
     (*service)->Shutdown();
     // Let running handlers write their (now prompt) answers, for at most a few seconds; then stop
     // at once: waiting longer would only wait for idle client connections to go away.
@@ -189,9 +190,10 @@ int main(int argc, char** argv) {
   signal_thread.join();
   server.reset();
   const transposed::ServiceCounters c = (*service)->counters();
-  spdlog::info("counters tunes_started={} tunes_completed={} tunes_failed={} cache_hits={} "
-               "cache_misses={}",
-               c.tunes_started, c.tunes_completed, c.tunes_failed, c.cache_hits, c.cache_misses);
+  spdlog::info(
+      "counters tunes_started={} tunes_completed={} tunes_failed={} cache_hits={} "
+      "cache_misses={}",
+      c.tunes_started, c.tunes_completed, c.tunes_failed, c.cache_hits, c.cache_misses);
   service->reset();  // joins the device workers (already joined by Shutdown)
   store->reset();    // closes the database
   spdlog::info("shutdown complete");

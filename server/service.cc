@@ -23,8 +23,8 @@ std::string PrefixFields(const std::string& message, const std::string& prefix) 
   size_t start = 0;
   while (true) {
     const auto comma = fields.find(", ", start);
-    out += prefix + fields.substr(start, comma == std::string::npos ? std::string::npos
-                                                                     : comma - start);
+    out += prefix +
+           fields.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (comma == std::string::npos) break;
     out += ", ";
     start = comma + 2;
@@ -44,7 +44,7 @@ struct TransposeService::Job {
   Problem problem;
   std::string key;  // fingerprint|problem key
   TuneOptions options;
-  bool forced = false;             // from Tune: records progress events for its caller
+  bool forced = false;              // from Tune: records progress events for its caller
   std::atomic<bool> cancel{false};  // passed to RunTune
 
   struct Event {
@@ -146,9 +146,10 @@ std::string TransposeService::DeviceList() const {
   return s;
 }
 
-StatusOr<int> TransposeService::ResolveDevice(const DeviceRef& ref, const std::string& field) const {
-  const std::string have = " (this daemon has " + std::to_string(devices_.size()) + ": " +
-                           DeviceList() + ")";
+StatusOr<int> TransposeService::ResolveDevice(const DeviceRef& ref,
+                                              const std::string& field) const {
+  const std::string have =
+      " (this daemon has " + std::to_string(devices_.size()) + ": " + DeviceList() + ")";
   if (ref.index.has_value()) {
     const int i = *ref.index;
     if (i < 0 || i >= static_cast<int>(devices_.size()))
@@ -351,10 +352,11 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
                       saved.ToString());
       }
       tunes_completed_.fetch_add(1);
-      spdlog::info("tune done device={} problem={} variant={} gbps={:.2f} ceiling_gbps={:.2f} "
-                   "seconds={:.3f} tried={} valid={}",
-                   device, key, result->best.name, result->gbps(), result->ceiling_gbps(),
-                   result->tune_seconds, result->tried, result->valid);
+      spdlog::info(
+          "tune done device={} problem={} variant={} gbps={:.2f} ceiling_gbps={:.2f} "
+          "seconds={:.3f} tried={} valid={}",
+          device, key, result->best.name, result->gbps(), result->ceiling_gbps(),
+          result->tune_seconds, result->tried, result->valid);
     } else {
       tunes_failed_.fetch_add(1);
       spdlog::info("tune failed device={} problem={} status={}", device, key,

@@ -134,7 +134,8 @@ class TransposeService {
 
   // Resolves a selector to a device index. NOT_FOUND "<field>: no device with index 3 (this
   // daemon has 1: 0=cpu:..." for an unknown index or uuid.
-  StatusOr<int> ResolveDevice(const DeviceRef& ref, const std::string& field = "problem.device") const;
+  StatusOr<int> ResolveDevice(const DeviceRef& ref,
+                              const std::string& field = "problem.device") const;
 
   // Cancels every queued and running tune, wakes every waiting request (they return CANCELLED)
   // and joins the device workers. Idempotent; later requests that would tune get CANCELLED.
@@ -164,7 +165,7 @@ class TransposeService {
   StatusOr<StoreFilter> ResolveQuery(const EntryQuery& query) const;
 
   const std::vector<std::unique_ptr<Backend>> backends_;
-  std::vector<DeviceInfo> devices_;      // copies with index set, immutable after construction
+  std::vector<DeviceInfo> devices_;  // copies with index set, immutable after construction
   std::vector<std::string> fingerprints_;
   Store* const store_;
   const ServiceOptions options_;

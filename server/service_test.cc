@@ -233,11 +233,12 @@ TEST_F(ServiceTest, ConcurrentRequestsForOneProblemShareOneTune) {
   constexpr int kThreads = 32;
   std::vector<std::future<StatusOr<ConfigAnswer>>> futures;
   for (int i = 0; i < kThreads; ++i)
-    futures.push_back(std::async(std::launch::async,
-                                 [&] { return service_->GetConfig(Req(P(1024, 768))); }));
+    futures.push_back(
+        std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(1024, 768))); }));
   // Every request counts its miss once it has joined (or started) the tune.
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (service_->counters().cache_misses < kThreads && std::chrono::steady_clock::now() < deadline)
+  while (service_->counters().cache_misses < kThreads &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(1ms);
   ASSERT_EQ(service_->counters().cache_misses, kThreads);
   ASSERT_TRUE(tracker_->WaitActive(1));
@@ -465,7 +466,8 @@ TEST_F(ServiceTest, GetConfigJoinsAQueuedForcedTune) {
   req.problem = P(48, 48);
   auto forced = std::async(std::launch::async, [&] { return service_->Tune(req, nullptr); });
   ASSERT_TRUE(tracker_->WaitActive(1));
-  auto joined = std::async(std::launch::async, [&] { return service_->GetConfig(Req(req.problem)); });
+  auto joined =
+      std::async(std::launch::async, [&] { return service_->GetConfig(Req(req.problem)); });
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (service_->counters().cache_misses < 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(1ms);
@@ -483,8 +485,8 @@ TEST_F(ServiceTest, ClientCancellationStopsAnUnwantedTuneButNotASharedOne) {
   std::atomic<bool> gone_a{false};
   RequestContext ctx_a;
   ctx_a.is_cancelled = [&] { return gone_a.load(); };
-  auto a = std::async(std::launch::async,
-                      [&] { return service_->GetConfig(Req(P(300, 300)), ctx_a); });
+  auto a =
+      std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(300, 300)), ctx_a); });
   auto b = std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(300, 300))); });
   ASSERT_TRUE(tracker_->WaitActive(1));
   const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -503,8 +505,8 @@ TEST_F(ServiceTest, ClientCancellationStopsAnUnwantedTuneButNotASharedOne) {
   std::atomic<bool> gone_c{false};
   RequestContext ctx_c;
   ctx_c.is_cancelled = [&] { return gone_c.load(); };
-  auto c = std::async(std::launch::async,
-                      [&] { return service_->GetConfig(Req(P(500, 500)), ctx_c); });
+  auto c =
+      std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(500, 500)), ctx_c); });
   ASSERT_TRUE(tracker_->WaitActive(1));
   gone_c = true;
   ASSERT_EQ(c.wait_for(5s), std::future_status::ready);
@@ -537,7 +539,8 @@ TEST_F(ServiceTest, ShutdownCancelsATuneInFlightPromptly) {
   saved.tried = saved.valid = 1;
   saved.tuned_at_unix_ms = 1234;
   ASSERT_TRUE(store_->SaveTune(saved).ok());
-  auto inflight = std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(90, 90))); });
+  auto inflight =
+      std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(90, 90))); });
   ForcedTuneRequest queued;
   queued.problem = P(91, 91);
   auto waiting = std::async(std::launch::async, [&] { return service_->Tune(queued, nullptr); });
