@@ -15,65 +15,7 @@ std::chrono::system_clock::time_point DeadlineAfter(double seconds) {
              std::chrono::duration<double>(seconds));
 }
 
-const char* GrpcCodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    default:
-      return "UNKNOWN";
-  }
-}
-
 }  // namespace
-
-Status FromGrpcStatus(const grpc::Status& status) {
-  const std::string& m = status.error_message();
-  switch (status.error_code()) {
-    case grpc::StatusCode::OK:
-      return Status::OK();
-    case grpc::StatusCode::CANCELLED:
-      return Status::Cancelled(m);
-    case grpc::StatusCode::UNKNOWN:
-      return Status(StatusCode::kUnknown, m);
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return Status::InvalidArgument(m);
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return Status::DeadlineExceeded(m);
-    case grpc::StatusCode::NOT_FOUND:
-      return Status::NotFound(m);
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return Status(StatusCode::kAlreadyExists, m);
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return Status::ResourceExhausted(m);
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return Status::FailedPrecondition(m);
-    case grpc::StatusCode::ABORTED:
-      return Status::Aborted(m);
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return Status::Unimplemented(m);
-    case grpc::StatusCode::INTERNAL:
-      return Status::Internal(m);
-    case grpc::StatusCode::UNAVAILABLE:
-      return Status::Unavailable(m);
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return Status::InvalidArgument(std::string(GrpcCodeName(status.error_code())) + ": " + m);
-    case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return Status::FailedPrecondition(std::string(GrpcCodeName(status.error_code())) + ": " + m);
-    case grpc::StatusCode::DATA_LOSS:
-      return Status::Internal(std::string(GrpcCodeName(status.error_code())) + ": " + m);
-    default:
-      break;
-  }
-  return Status(StatusCode::kUnknown,
-                "gRPC code " + std::to_string(static_cast<int>(status.error_code())) + ": " + m);
-}
 
 v1::Problem ProblemToProto(const Problem& problem) {
   v1::Problem p;

@@ -34,6 +34,7 @@
 
 #include "core/problem.h"
 #include "core/status.h"
+#include "proto/grpc_status.h"  // FromGrpcStatus
 #include "transposed/v1/transposed.grpc.pb.h"
 #include "transposed/v1/transposed.pb.h"
 
@@ -52,11 +53,6 @@ struct ClientOptions {
   bool wait_for_ready = false;
 };
 
-// Converts a gRPC status into a transposed::Status, keeping code and message. Codes that
-// transposed does not use map to the closest one (OUT_OF_RANGE -> INVALID_ARGUMENT,
-// PERMISSION_DENIED/UNAUTHENTICATED -> FAILED_PRECONDITION, DATA_LOSS -> INTERNAL) with the
-// gRPC code name kept at the front of the message.
-Status FromGrpcStatus(const grpc::Status& status);
 
 // core Problem <-> proto Problem. The proto keeps a device selector and an optional batch; the
 // core Problem does not. ProblemFromProto fails with INVALID_ARGUMENT on an unknown dtype.

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/grpc_status.h"
+#include "proto/grpc_status.h"
 
 namespace transposed {
 namespace {
@@ -27,10 +27,10 @@ TEST(GrpcStatusTest, MapsEveryCodeByNameAndKeepsTheMessage) {
   EXPECT_EQ(ToGrpcCode(StatusCode::kResourceExhausted), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_TRUE(ToGrpcStatus(Status::OK()).ok());
   EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
-  // A gRPC code the core does not use becomes UNKNOWN, message kept.
+  // A gRPC code the core does not use maps to the closest core code, its name kept.
   Status s = FromGrpcStatus(grpc::Status(grpc::StatusCode::DATA_LOSS, "lost"));
-  EXPECT_EQ(s.code(), StatusCode::kUnknown);
-  EXPECT_EQ(s.message(), "lost");
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_EQ(s.message(), "DATA_LOSS: lost");
 }
 
 TEST(ConvertTest, ProblemFromProtoDefaultsAndRoundTrip) {

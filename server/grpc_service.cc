@@ -7,7 +7,7 @@
 #include <string>
 
 #include "server/convert.h"
-#include "server/grpc_status.h"
+#include "proto/grpc_status.h"
 
 namespace transposed {
 

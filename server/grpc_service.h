@@ -2,7 +2,7 @@
 // TransposeService.
 //
 // Each handler converts the request (server/convert.h), calls the service, converts the answer or
-// the Status (server/grpc_status.h, the only place that maps codes) and logs one info line:
+// the Status (proto/grpc_status.h, the only place that maps codes) and logs one info line:
 //   rpc=GetConfig problem=<Problem::ToString> device=<idx> source=cache|tuned latency_ms=<x>
 //       status=OK|<CODE: message>
 // Tune streams one TuneProgress per candidate result as it completes (written from the RPC's own

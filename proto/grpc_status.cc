@@ -1,4 +1,4 @@
-#include "server/grpc_status.h"
+#include "proto/grpc_status.h"
 
 namespace transposed {
 namespace {
@@ -39,9 +39,22 @@ grpc::Status ToGrpcStatus(const Status& status) {
 
 Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return Status::OK();
+  const std::string& m = status.error_message();
   for (const auto& c : kCodes)
-    if (c.grpc == status.error_code()) return Status(c.core, status.error_message());
-  return Status(StatusCode::kUnknown, status.error_message());
+    if (c.grpc == status.error_code()) return Status(c.core, m);
+  switch (status.error_code()) {
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return Status::InvalidArgument("OUT_OF_RANGE: " + m);
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return Status::FailedPrecondition("PERMISSION_DENIED: " + m);
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return Status::FailedPrecondition("UNAUTHENTICATED: " + m);
+    case grpc::StatusCode::DATA_LOSS:
+      return Status::Internal("DATA_LOSS: " + m);
+    default:
+      return Status(StatusCode::kUnknown,
+                    "gRPC code " + std::to_string(static_cast<int>(status.error_code())) + ": " + m);
+  }
 }
 
 }  // namespace transposed
