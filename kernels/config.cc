@@ -21,7 +21,7 @@ TransposeConfig MakeNaive() {
   return c;
 }
 
-TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz) {
+TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int realign = 0) {
   TransposeConfig c;
   c.algorithm = Algorithm::kTile;
   c.tile_rows = tr;
@@ -30,6 +30,7 @@ TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz) {
   c.vec_bytes = vb;
   c.pad = pad;
   c.swizzle = swz;
+  c.realign = realign;
   return c;
 }
 
@@ -55,10 +56,13 @@ const Family& GetFamily() {
 #define TR_NAIVE(E) f.by_size[E].push_back(MakeNaive());
 #define TR_TILE(E, TR, TC, BR, VB, PAD, SWZ) \
   f.by_size[E].push_back(MakeTile(TR, TC, BR, VB, PAD, SWZ));
+#define TR_REALIGN(E, TR, TC, BR, PAD, SWZ) \
+  f.by_size[E].push_back(MakeTile(TR, TC, BR, 16, PAD, SWZ, 1));
 #define TR_SKINNY(E, L, BR) f.by_size[E].push_back(MakeSkinny(L, BR));
 #include "kernels/family.inc"
 #undef TR_NAIVE
 #undef TR_TILE
+#undef TR_REALIGN
 #undef TR_SKINNY
     return f;
   }();
@@ -101,12 +105,12 @@ Status ValidateShape(const TransposeConfig& c) {
   switch (c.algorithm) {
     case Algorithm::kNaive:
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||
-          c.swizzle != 0 || c.block_rows != 8)
+          c.swizzle != 0 || c.realign != 0 || c.block_rows != 8)
         return Status::InvalidArgument("naive takes no parameters");
       return Status::OK();
     case Algorithm::kSkinny:
       if (c.tile_rows < 16 || c.tile_rows % 16 != 0 || c.tile_cols != 0 || c.vec_bytes != 16 ||
-          c.pad != 0 || c.swizzle != 0)
+          c.pad != 0 || c.swizzle != 0 || c.realign != 0)
         return Status::InvalidArgument(
             "skinny takes a tile length (a positive multiple of 16) and block_rows only");
       return Status::OK();
@@ -121,6 +125,10 @@ Status ValidateShape(const TransposeConfig& c) {
       if (c.swizzle == 1 && c.pad != 0)
         return Status::InvalidArgument("a swizzled tile has no padding");
       if (c.pad < 0 || c.pad > 64) return Status::InvalidArgument("pad must be in 0..64");
+      if (c.realign != 0 && c.realign != 1)
+        return Status::InvalidArgument("realign must be 0 or 1");
+      if (c.realign == 1 && c.vec_bytes != 16)
+        return Status::InvalidArgument("realign needs vec_bytes 16");
       return Status::OK();
   }
   return Status::InvalidArgument("unknown algorithm " +
@@ -151,6 +159,7 @@ std::string TransposeConfig::Name() const {
       std::string n = "tile" + std::to_string(tile_rows) + "x" + std::to_string(tile_cols) +
                       ".rows" + std::to_string(block_rows);
       if (vec_bytes) n += ".vec" + std::to_string(vec_bytes);
+      if (realign) n += ".realign";
       n += swizzle ? std::string(".swz") : ".pad" + std::to_string(pad);
       return n;
     }
@@ -165,7 +174,8 @@ std::map<std::string, int64_t> TransposeConfig::Params() const {
           {"block_rows", block_rows},
           {"vec_bytes", vec_bytes},
           {"pad", pad},
-          {"swizzle", swizzle}};
+          {"swizzle", swizzle},
+          {"realign", realign}};
 }
 
 StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
@@ -183,7 +193,7 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
   } else if (parts[0].substr(0, 4) == "tile") {
     std::string_view dims = parts[0].substr(4);
     size_t x = dims.find('x');
-    int tr = 0, tc = 0, br = 0, vb = 0, pad = 0, swz = 0;
+    int tr = 0, tc = 0, br = 0, vb = 0, pad = 0, swz = 0, realign = 0;
     if (x == std::string_view::npos || !ParseInt(dims.substr(0, x), &tr) ||
         !ParseInt(dims.substr(x + 1), &tc))
       return bad("expected tile<R>x<C>");
@@ -193,6 +203,10 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
     if (i < parts.size() && parts[i].substr(0, 3) == "vec") {
       if (!ParseField(parts[i], "vec", &vb) || vb == 0) return bad("bad .vec<BYTES>");
       ++i;
+      if (i < parts.size() && parts[i] == "realign") {
+        realign = 1;
+        ++i;
+      }
     }
     if (i >= parts.size()) return bad("expected .pad<N> or .swz");
     if (parts[i] == "swz") {
@@ -201,7 +215,7 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
       return bad("expected .pad<N> or .swz");
     }
     if (++i != parts.size()) return bad("trailing fields");
-    c = MakeTile(tr, tc, br, vb, pad, swz);
+    c = MakeTile(tr, tc, br, vb, pad, swz, realign);
   } else {
     return bad("unknown algorithm");
   }
@@ -214,7 +228,7 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
 StatusOr<TransposeConfig> TransposeConfig::FromParams(
     const std::map<std::string, int64_t>& params) {
   static const char* const kKeys[] = {"algorithm", "tile_rows", "tile_cols", "block_rows",
-                                      "vec_bytes", "pad",       "swizzle"};
+                                      "vec_bytes", "pad",       "swizzle",   "realign"};
   for (const auto& [k, v] : params) {
     if (std::find_if(std::begin(kKeys), std::end(kKeys),
                      [&](const char* key) { return k == key; }) == std::end(kKeys))
@@ -249,14 +263,15 @@ StatusOr<TransposeConfig> TransposeConfig::FromParams(
   get("vec_bytes", &c.vec_bytes);
   get("pad", &c.pad);
   get("swizzle", &c.swizzle);
+  get("realign", &c.realign);
   TR_RETURN_IF_ERROR(ValidateShape(c));
   return c;
 }
 
 bool TransposeConfig::operator==(const TransposeConfig& o) const {
-  return std::tie(algorithm, tile_rows, tile_cols, block_rows, vec_bytes, pad, swizzle) ==
+  return std::tie(algorithm, tile_rows, tile_cols, block_rows, vec_bytes, pad, swizzle, realign) ==
          std::tie(o.algorithm, o.tile_rows, o.tile_cols, o.block_rows, o.vec_bytes, o.pad,
-                  o.swizzle);
+                  o.swizzle, o.realign);
 }
 
 const std::vector<TransposeConfig>& FamilyConfigs(int elem_size) {
@@ -285,7 +300,8 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p) {
     case Algorithm::kNaive:
       return Status::OK();
     case Algorithm::kTile: {
-      if (c.vec_bytes == 0 || c.vec_bytes <= e) return Status::OK();
+      // Realigning configs read and write aligned windows: any leading dimension.
+      if (c.vec_bytes == 0 || c.vec_bytes <= e || c.realign) return Status::OK();
       if ((p.in_ld() * e) % c.vec_bytes != 0)
         return Status::InvalidArgument(c.Name() + ": input leading dimension " +
                                        std::to_string(p.in_ld()) + " x " + std::to_string(e) +

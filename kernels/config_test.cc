@@ -53,7 +53,7 @@ TEST(TransposeConfig, EveryFamilyMemberRoundTripsThroughNameAndParams) {
       auto by_params = TransposeConfig::FromParams(c.Params());
       ASSERT_TRUE(by_params.ok()) << name << ": " << by_params.status().ToString();
       EXPECT_EQ(*by_params, c) << name;
-      EXPECT_EQ(c.Params().size(), 7u);
+      EXPECT_EQ(c.Params().size(), 8u);
       EXPECT_EQ(name.find("fast"), std::string::npos);
     }
   }
@@ -71,6 +71,15 @@ TEST(TransposeConfig, NamesAreDerivedFromParameters) {
   c.swizzle = 1;
   EXPECT_EQ(c.Name(), "tile64x128.rows4.vec16.swz");
   EXPECT_EQ(c.threads(), 128);
+  c.realign = 1;
+  EXPECT_EQ(c.Name(), "tile64x128.rows4.vec16.realign.swz");
+  auto r = TransposeConfig::FromName("tile64x128.rows4.vec16.realign.swz");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, c);
+  EXPECT_EQ(r->Params().at("realign"), 1);
+  auto rp = TransposeConfig::FromParams(r->Params());
+  ASSERT_TRUE(rp.ok());
+  EXPECT_EQ(*rp, c);
   auto s = TransposeConfig::FromName("skinny.l512.rows8");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->algorithm, Algorithm::kSkinny);
@@ -100,7 +109,10 @@ TEST(TransposeConfig, RejectsMalformedNamesAndParams) {
                           "naive.x",
                           "tile-1x32.rows8.pad0",
                           "tile99999999999x32.rows8.pad0",
-                          "tile32x32.rows8.vec0.pad0"}) {
+                          "tile32x32.rows8.vec0.pad0",
+                          "tile32x32.rows8.realign.pad0",
+                          "tile32x32.rows8.vec8.realign.pad0",
+                          "tile32x32.rows8.vec16.swz.realign"}) {
     EXPECT_FALSE(TransposeConfig::FromName(bad).ok()) << bad;
   }
   EXPECT_FALSE(TransposeConfig::FromParams({}).ok());
@@ -134,7 +146,7 @@ TEST(EnumerateConfigs, ValidAndNonEmptyForEveryShapeAndElementSize) {
       for (const TransposeConfig& c : configs) {
         EXPECT_TRUE(CheckConfig(c, p).ok()) << c.Name() << " " << p.ToString();
         has_naive |= c == NaiveConfig();
-        if (c.algorithm == Algorithm::kTile && c.vec_bytes > e) {
+        if (c.algorithm == Algorithm::kTile && c.vec_bytes > e && !c.realign) {
           EXPECT_EQ(p.in_ld() * e % c.vec_bytes, 0) << c.Name() << " " << p.ToString();
           EXPECT_EQ(p.out_ld() * e % c.vec_bytes, 0) << c.Name() << " " << p.ToString();
         }
@@ -162,9 +174,14 @@ TEST(EnumerateConfigs, OffersVectorAndSkinnyPathsWhereTheyApply) {
     EXPECT_TRUE(std::any_of(dense.begin(), dense.end(), [&](const TransposeConfig& c) {
       return c.vec_bytes == 16;
     })) << e;
-    // Odd leading dimensions rule out vector accesses.
-    for (const TransposeConfig& c : EnumerateConfigs(P(4097, 3001, e)))
-      EXPECT_TRUE(c.vec_bytes == 0 || c.algorithm == Algorithm::kSkinny) << c.Name();
+    // Odd leading dimensions rule out vector accesses except the realigning ones, which every
+    // element size below 16 bytes has.
+    const auto odd = EnumerateConfigs(P(4097, 3001, e));
+    for (const TransposeConfig& c : odd)
+      EXPECT_TRUE(c.vec_bytes == 0 || c.realign || c.algorithm == Algorithm::kSkinny) << c.Name();
+    EXPECT_TRUE(std::any_of(odd.begin(), odd.end(), [](const TransposeConfig& c) {
+      return c.realign == 1 && c.vec_bytes == 16;
+    })) << e;
   }
   for (int e : kSizes) {
     for (const Problem& p : {P(1 << 20, 8, e), P(8, 1 << 20, e)}) {
@@ -204,6 +221,9 @@ TEST(Family, EveryTileGeometryIsConsistent) {
       const TileGeometry g = TileGeometry::Make(e, c.tile_rows, c.tile_cols, c.block_rows,
                                                 c.vec_bytes, c.pad, c.swizzle);
       EXPECT_EQ(g.Invalid(), nullptr) << c.Name() << " e=" << e << ": " << g.Invalid();
+      if (c.realign)
+        EXPECT_EQ(g.RealignInvalid(), nullptr)
+            << c.Name() << " e=" << e << ": " << g.RealignInvalid();
     }
   }
 }

@@ -124,6 +124,24 @@ struct TileGeometry {
     return nullptr;
   }
 
+  // Extra rules of the realigning variant (nullptr when they hold). It loads the aligned 16-byte
+  // windows around each tile row and stores aligned 16-byte windows of each output row, moving
+  // bytes between neighbouring units with warp shuffles, so the units of one tile row (nu) and of
+  // one output row (g) must be a power-of-two lane group of at most a warp, and every thread must
+  // take part in every load and write step (shuffles need converged warps).
+  constexpr const char* RealignInvalid() const {
+    if (!vec || u != 16) return "realign needs 16-byte vectors wider than the element";
+    if (nu < 1 || nu > 32 || (nu & (nu - 1)) != 0)
+      return "realign needs a power-of-two unit count of at most 32 per tile row";
+    if (g < 1 || g > 32 || (g & (g - 1)) != 0)
+      return "realign needs a power-of-two unit count of at most 32 per output row";
+    if (load_units % nt != 0 || write_units % nt != 0)
+      return "realign needs every thread in every load and write step";
+    if (w == 1 && !swz && smem + 2 * v * s > 48 * 1024)
+      return "shared memory with guard rows over 48 KiB";
+    return nullptr;
+  }
+
   // Byte offset in shared memory of byte `byte` (0 <= byte < tcb) of tile row `row`.
   TR_HD constexpr int Offset(int row, int byte) const {
     if (!swz) return row * s + byte;
@@ -131,6 +149,48 @@ struct TileGeometry {
     return row * s + (((byte / u) ^ f) * u) + (byte % u);
   }
 };
+
+// Word i (0..3) of a 4-word vector, i a run-time value (selects, so the vector stays in
+// registers).
+TR_HD constexpr uint32_t WordAt(const uint32_t w[4], int i) {
+  return i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
+}
+
+// Funnel shift right: the low 32 bits of {hi:lo} >> (8 * bytes), 0 <= bytes < 4.
+TR_HD constexpr uint32_t FunnelBytes(uint32_t lo, uint32_t hi, int bytes) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_r(lo, hi, 8 * bytes);
+#else
+  return static_cast<uint32_t>(((static_cast<uint64_t>(hi) << 32) | lo) >> (8 * bytes));
+#endif
+}
+
+// Bytes o .. o + 15 (0 <= o < 16, a multiple of E) of the 32-byte string {a, b} (a first,
+// little-endian words): the realignment of two neighbouring aligned 16-byte windows. Written out
+// (no loops over arrays) so every index is a constant and the vectors stay in registers: a word
+// rotation by o / 4 in two select levels (by 2 words, then by 1; E = 8 needs only the first),
+// then a byte funnel shift by o % 4 (E < 4 only).
+template <int E>
+TR_HD constexpr void Realign16(const uint32_t a[4], const uint32_t b[4], int o, uint32_t out[4]) {
+  const bool two = (o & 8) != 0, one = (o & 4) != 0;
+  const uint32_t e0 = two ? a[2] : a[0], e1 = two ? a[3] : a[1], e2 = two ? b[0] : a[2],
+                 e3 = two ? b[1] : a[3], e4 = two ? b[2] : b[0], e5 = two ? b[3] : b[1];
+  if constexpr (E >= 8) {
+    out[0] = e0, out[1] = e1, out[2] = e2, out[3] = e3;
+    return;
+  }
+  const uint32_t d0 = one ? e1 : e0, d1 = one ? e2 : e1, d2 = one ? e3 : e2, d3 = one ? e4 : e3;
+  if constexpr (E >= 4) {
+    out[0] = d0, out[1] = d1, out[2] = d2, out[3] = d3;
+    return;
+  }
+  const uint32_t d4 = one ? e5 : e4;
+  const int bs = o & 3;
+  out[0] = FunnelBytes(d0, d1, bs);
+  out[1] = FunnelBytes(d1, d2, bs);
+  out[2] = FunnelBytes(d2, d3, bs);
+  out[3] = FunnelBytes(d3, d4, bs);
+}
 
 // Shared-memory layout of the skinny kernels: the tile is a contiguous byte string (the
 // contiguous side of the problem) with 4 bytes of padding after every 128 bytes, so that the

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -35,6 +36,37 @@ TEST(RegisterTransposes, Bytes4x4AndHalves2x2) {
       for (int c = 0; c < 2; ++c)
         ASSERT_EQ((u[c] >> (16 * r)) & 0xffff, (h[r] >> (16 * c)) & 0xffff);
   }
+}
+
+TEST(Realign16, PicksBytesOfTwoWindows) {
+  uint32_t a[4], b[4];
+  uint8_t bytes[32];
+  for (int i = 0; i < 32; ++i) bytes[i] = static_cast<uint8_t>(7 * i + 3);
+  std::memcpy(a, bytes, 16);
+  std::memcpy(b, bytes + 16, 16);
+  for (int o = 0; o < 16; ++o) {
+    uint32_t out[4];
+    uint8_t got[16];
+    Realign16<1>(a, b, o, out);
+    std::memcpy(got, out, 16);
+    for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "o=" << o << " i=" << i;
+    if (o % 2 == 0) {
+      Realign16<2>(a, b, o, out);
+      std::memcpy(got, out, 16);
+      for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "e2 o=" << o;
+    }
+    if (o % 4 == 0) {
+      Realign16<4>(a, b, o, out);
+      std::memcpy(got, out, 16);
+      for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "e4 o=" << o;
+    }
+    if (o % 8 == 0) {
+      Realign16<8>(a, b, o, out);
+      std::memcpy(got, out, 16);
+      for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "e8 o=" << o;
+    }
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(WordAt(a, i), a[i]);
 }
 
 // The shared layout of every tile in the family is a bijection into the buffer that keeps every

@@ -43,6 +43,7 @@ struct Args {
   const unsigned char* in;
   unsigned char* out;
   int64_t rows, cols, batch, ldi, ldo;  // leading dimensions in elements
+  const unsigned char* in_end;          // one past the last input byte (in + in_alloc_bytes)
 };
 
 inline Args MakeArgs(const Problem& p, const void* in, void* out) {
@@ -52,7 +53,8 @@ inline Args MakeArgs(const Problem& p, const void* in, void* out) {
               p.cols,
               p.batch,
               p.in_ld(),
-              p.out_ld()};
+              p.out_ld(),
+              static_cast<const unsigned char*>(in) + p.in_alloc_bytes()};
 }
 
 inline unsigned CapGrid(int64_t n, int64_t cap) {
@@ -122,6 +124,87 @@ __device__ __forceinline__ void StoreWords(void* p, const uint32_t* w) {
   }
 }
 
+// ---- Realigning tiles: aligned 16-byte windows around misaligned rows.
+
+// Stores S bytes (S = 1, 2, 4, 8) starting at byte `off` of the window w to dst (S-aligned).
+template <int S>
+__device__ __forceinline__ void PutPiece(unsigned char* dst, const uint32_t w[4], int off) {
+  const uint32_t x = WordAt(w, off >> 2);
+  if constexpr (S == 8) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(x, WordAt(w, (off >> 2) + 1));
+  } else if constexpr (S == 4) {
+    *reinterpret_cast<uint32_t*>(dst) = x;
+  } else if constexpr (S == 2) {
+    *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(x >> (8 * (off & 3)));
+  } else {
+    *reinterpret_cast<uint8_t*>(dst) = static_cast<uint8_t>(x >> (8 * (off & 3)));
+  }
+}
+
+// Stores bytes [lo, hi) of the window w to the 16-byte-aligned address base; only for [p, 16)
+// (head of a row segment) and [0, p) (its tail), p a multiple of E. 4- and 8-byte elements:
+// one predicated store per element (at most 4); 1- and 2-byte elements: aligned pieces of 1 to 8
+// bytes (at most 4), which measured faster than 8 or 16 element stores.
+template <int E>
+__device__ __forceinline__ void StoreWindowRange(unsigned char* base, const uint32_t w[4], int lo,
+                                                 int hi) {
+  if constexpr (E >= 4) {
+#pragma unroll
+    for (int b = 0; b < 16; b += E) {
+      if (b >= lo && b < hi) {
+        if constexpr (E == 8) {
+          *reinterpret_cast<uint2*>(base + b) = make_uint2(w[b / 4], w[b / 4 + 1]);
+        } else {
+          *reinterpret_cast<uint32_t*>(base + b) = w[b / 4];
+        }
+      }
+    }
+  } else {
+    int off = lo;
+    if constexpr (E <= 1)
+      if ((off & 1) && off + 1 <= hi) PutPiece<1>(base + off, w, off), off += 1;
+    if ((off & 2) && off + 2 <= hi) PutPiece<2>(base + off, w, off), off += 2;
+    if ((off & 4) && off + 4 <= hi) PutPiece<4>(base + off, w, off), off += 4;
+    if ((off & 8) && off + 8 <= hi) PutPiece<8>(base + off, w, off), off += 8;
+    if (off + 8 <= hi) PutPiece<8>(base + off, w, off), off += 8;
+    if (off + 4 <= hi) PutPiece<4>(base + off, w, off), off += 4;
+    if (off + 2 <= hi) PutPiece<2>(base + off, w, off), off += 2;
+    if constexpr (E <= 1)
+      if (off + 1 <= hi) PutPiece<1>(base + off, w, off);
+  }
+}
+
+// The 16-byte unit `cur` of lane `ov` (0 <= ov < NG, NG lanes per output row segment `seg`, a
+// power of two) goes to seg + 16 * ov. When seg is not 16-byte aligned (p = seg & 15), lane ov
+// stores the aligned window that holds the last p bytes of lane ov-1's unit and the first 16-p of
+// its own; the first lane stores the head piece, the last lane also the tail piece. Every lane of
+// the warp must call this (it shuffles).
+template <int E, int NG>
+__device__ __forceinline__ void StoreRowRealigned(unsigned char* seg, int ov,
+                                                  const uint32_t cur[4]) {
+  uint32_t prev[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) prev[i] = __shfl_up_sync(0xffffffffu, cur[i], 1, NG);
+  const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+  if (p == 0) {
+    StoreWords<16>(seg + 16 * ov, cur);
+    return;
+  }
+  unsigned char* base = seg - p + 16 * ov;
+  uint32_t win[4];
+  Realign16<E>(prev, cur, 16 - p, win);
+  if (ov != 0) {
+    StoreWords<16>(base, win);
+  } else {
+    StoreWindowRange<E>(base, win, p, 16);
+  }
+  if (ov == NG - 1) {
+    const uint32_t zero[4] = {0, 0, 0, 0};
+    Realign16<E>(cur, zero, 16 - p, win);
+    StoreWindowRange<E>(base + 16, win, 0, p);
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Reference: one element per thread, 1-D grid-stride over every element, 64-bit index math.
 template <int E>
@@ -173,10 +256,11 @@ cudaError_t LaunchNaive(const Problem& p, const void* in, void* out, cudaStream_
 // ------------------------------------------------------------------------------------------------
 // Tile: see TileGeometry (tile_math.h) for the phases. Interior tiles take the vectorized path;
 // tiles cut by the matrix edge take a predicated element path through the same shared layout.
-template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ>
+template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
 __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   constexpr TileGeometry G = TileGeometry::Make(E, TR, TC, BR, VB, PAD, SWZ);
   static_assert(G.Invalid() == nullptr, "inconsistent tile geometry");
+  static_assert(!RA || G.RealignInvalid() == nullptr, "inconsistent realign geometry");
   constexpr int NT = G.nt, U = G.u, V = G.v, W = G.w, SU = G.su;
   constexpr int UW = U >= 4 ? U / 4 : 1;  // words per unit
   constexpr int UPR = TC / V;             // load units per tile row
@@ -186,7 +270,13 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   constexpr bool kWriteExact = G.write_units % NT == 0;
   constexpr int RS = NT / UPR;  // tile rows per load step
   constexpr int OS = NT / G.g;  // column groups per write step
-  __shared__ __align__(16) unsigned char sm[G.smem];
+  // Realigning pad-layout tiles with one element per unit row (W == 1) gather each output window
+  // straight from the rows it covers (shifted by the output row's misalignment), so V guard rows
+  // above and below the tile keep those reads inside the array (their bytes are never stored).
+  constexpr bool kShiftGather = RA && W == 1 && !SWZ;
+  constexpr int kGuard = kShiftGather ? V * G.s : 0;
+  __shared__ __align__(16) unsigned char sm_raw[G.smem + 2 * kGuard];
+  unsigned char* const sm = sm_raw + kGuard;
 
   const int tid = threadIdx.x;
   const int64_t ntr = (a.rows + TR - 1) / TR;
@@ -198,7 +288,15 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
         const int64_t c0 = tx * TC;
         const unsigned char* in = a.in + ((z * a.rows + r0) * a.ldi + c0) * E;
         unsigned char* out = a.out + ((z * a.cols + c0) * a.ldo + r0) * E;
-        if (r0 + TR <= a.rows && c0 + TC <= a.cols) {
+        // A realigning tile reads up to 16 bytes past its last row's end (the aligned window);
+        // the one tile where that would leave the input buffer takes the edge path.
+        bool interior = r0 + TR <= a.rows && c0 + TC <= a.cols;
+        if constexpr (RA) {
+          const unsigned char* last = in + static_cast<int64_t>(TR - 1) * a.ldi * E;
+          interior = interior &&
+                     (last - (reinterpret_cast<uintptr_t>(last) & 15)) + 16 * (UPR + 1) <= a.in_end;
+        }
+        if (interior) {
           // Load phase: all global loads first (NL in flight per thread), then shared stores.
           // Thread t always handles unit column vc and rows lr0 + k * RS (NT % UPR == 0), so
           // addresses advance by a constant per k.
@@ -206,9 +304,38 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
           const unsigned char* gin = in + static_cast<int64_t>(lr0) * a.ldi * E + vc * U;
           const int64_t gstep = static_cast<int64_t>(RS) * a.ldi * E;
           uint32_t buf[NL][UW];
+          if constexpr (RA) {
+            // Realign: the aligned windows around each tile row (one more for the row's last
+            // lane when the row is misaligned), every load issued before any shuffle; then lane
+            // vc takes the bytes o .. o+15 of its window and the next one.
+            const unsigned char* rin = gin - vc * U;
+            uint32_t ext[NL][4];
 #pragma unroll
-          for (int k = 0; k < NL; ++k) {
-            if (kLoadExact || tid + k * NT < G.load_units) LoadWords<U>(gin + k * gstep, buf[k]);
+            for (int k = 0; k < NL; ++k) {
+              const unsigned char* row = rin + k * gstep;
+              const int o = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
+              const unsigned char* win = row - o + vc * 16;
+              LoadWords<16>(win, buf[k]);
+              ext[k][0] = ext[k][1] = ext[k][2] = ext[k][3] = 0;
+              if (vc == UPR - 1 && o != 0) LoadWords<16>(win + 16, ext[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < NL; ++k) {
+              const int o = static_cast<int>(reinterpret_cast<uintptr_t>(rin + k * gstep) & 15);
+              uint32_t nxt[4];
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                nxt[i] = __shfl_down_sync(0xffffffffu, buf[k][i], 1, UPR);
+                if (vc == UPR - 1) nxt[i] = ext[k][i];
+              }
+              uint32_t cur[4] = {buf[k][0], buf[k][1], buf[k][2], buf[k][3]};
+              Realign16<E>(cur, nxt, o, buf[k]);
+            }
+          } else {
+#pragma unroll
+            for (int k = 0; k < NL; ++k) {
+              if (kLoadExact || tid + k * NT < G.load_units) LoadWords<U>(gin + k * gstep, buf[k]);
+            }
           }
 #pragma unroll
           for (int k = 0; k < NL; ++k) {
@@ -242,7 +369,35 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
 #pragma unroll
                 for (int j = 0; j < V; ++j)
                   LoadWords<E>(src + j * G.s, o + j * (E >= 4 ? E / 4 : 0));
-                StoreWords<U>(dst, o);
+                if constexpr (kShiftGather) {
+                  unsigned char* seg = dst - ov * U;
+                  const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+                  if (p == 0) {
+                    StoreWords<16>(dst, o);
+                  } else {
+                    // Window ov of the output row holds elements ov * V - p / E + j.
+                    const unsigned char* wsrc = src - (p / E) * G.s;
+                    uint32_t win[4];
+#pragma unroll
+                    for (int j = 0; j < V; ++j) LoadWords<E>(wsrc + j * G.s, win + j * (E / 4));
+                    unsigned char* base = dst - p;
+                    if (ov != 0) {
+                      StoreWords<16>(base, win);
+                    } else {
+                      StoreWindowRange<E>(base, win, p, 16);
+                    }
+                    if (ov == G.g - 1) {
+#pragma unroll
+                      for (int j = 0; j < V; ++j)
+                        LoadWords<E>(wsrc + (V + j) * G.s, win + j * (E / 4));
+                      StoreWindowRange<E>(base + 16, win, 0, p);
+                    }
+                  }
+                } else if constexpr (RA) {
+                  StoreRowRealigned<E, G.g>(dst - ov * U, ov, o);
+                } else {
+                  StoreWords<U>(dst, o);
+                }
               } else {
                 const unsigned char* src = sm + G.Offset(ov * V, owg * 4);
                 uint32_t wv[V];
@@ -268,8 +423,14 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
                   }
                 }
 #pragma unroll
-                for (int kk = 0; kk < W; ++kk)
-                  StoreWords<U>(dst + static_cast<int64_t>(kk) * a.ldo * E, o[kk]);
+                for (int kk = 0; kk < W; ++kk) {
+                  if constexpr (RA) {
+                    StoreRowRealigned<E, G.g>(dst - ov * U + static_cast<int64_t>(kk) * a.ldo * E,
+                                              ov, o[kk]);
+                  } else {
+                    StoreWords<U>(dst + static_cast<int64_t>(kk) * a.ldo * E, o[kk]);
+                  }
+                }
               }
             }
           }
@@ -297,12 +458,12 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   }
 }
 
-template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ>
+template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
 cudaError_t LaunchTile(const Problem& p, const void* in, void* out, cudaStream_t s) {
   const Args a = MakeArgs(p, in, out);
   const dim3 grid(CapGrid((p.cols + TC - 1) / TC, INT_MAX), CapGrid((p.rows + TR - 1) / TR, 65535),
                   CapGrid(p.batch, 65535));
-  TileKernel<E, TR, TC, BR, VB, PAD, SWZ><<<grid, 32 * BR, 0, s>>>(a);
+  TileKernel<E, TR, TC, BR, VB, PAD, SWZ, RA><<<grid, 32 * BR, 0, s>>>(a);
   return cudaGetLastError();
 }
 
@@ -540,7 +701,7 @@ void AddNaive(std::vector<Entry>& t) {
   if constexpr (On) t.push_back({NaiveConfig(), &LaunchNaive<E>});
 }
 
-template <bool On, int E, int TR, int TC, int BR, int VB, int PAD, int SWZ>
+template <bool On, int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA = 0>
 void AddTile(std::vector<Entry>& t) {
   if constexpr (On) {
     TransposeConfig c;
@@ -551,7 +712,8 @@ void AddTile(std::vector<Entry>& t) {
     c.vec_bytes = VB;
     c.pad = PAD;
     c.swizzle = SWZ;
-    t.push_back({c, &LaunchTile<E, TR, TC, BR, VB, PAD, SWZ>});
+    c.realign = RA;
+    t.push_back({c, &LaunchTile<E, TR, TC, BR, VB, PAD, SWZ, RA>});
   }
 }
 

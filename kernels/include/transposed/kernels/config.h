@@ -12,7 +12,12 @@
 //           that walk the tile (several elements per thread). vec_bytes == 0: element-size global
 //           accesses (the textbook kernels); vec_bytes in {4, 8, 16}: every global load and store
 //           is vec_bytes wide, 1- and 2-byte elements are gathered as 32-bit words from shared
-//           memory and transposed in registers (byte_perm). Shared-memory bank conflicts are
+//           memory and transposed in registers (byte_perm). realign == 1 (vec_bytes 16 only):
+//           rows need no alignment; each tile row is read as the aligned 16-byte windows around
+//           it and each output row segment written as aligned 16-byte windows (element pieces
+//           at its two ends), the bytes realigned in registers with warp shuffles and funnel
+//           shifts, so odd row lengths (e.g. 4097x3001) still get 16-byte global accesses.
+//           Shared-memory bank conflicts are
 //           avoided either with `pad` elements per tile row or with an XOR swizzle of the
 //           shared-memory row's units (swizzle == 1). Edge tiles use a predicated element path.
 //   skinny  for problems with one side of 1..16 elements: a tile of tile_rows elements along the
@@ -53,14 +58,16 @@ struct TransposeConfig {
   int pad = 0;
   // 1: XOR-swizzled shared-memory layout instead of padding (tile only).
   int swizzle = 0;
+  // 1: vector accesses on rows of any alignment (tile with vec_bytes 16 only; see above).
+  int realign = 0;
 
   int threads() const { return 32 * block_rows; }
 
   // Stable name from the parameters: "naive", "tile32x32.rows8.pad1",
-  // "tile64x64.rows8.vec16.swz", "skinny.l512.rows8".
+  // "tile64x64.rows8.vec16.swz", "tile64x64.rows8.vec16.realign.swz", "skinny.l512.rows8".
   std::string Name() const;
   // Every field: algorithm (0 naive, 1 tile, 2 skinny), tile_rows, tile_cols, block_rows,
-  // vec_bytes, pad, swizzle.
+  // vec_bytes, pad, swizzle, realign.
   std::map<std::string, int64_t> Params() const;
   // Inverse of Name(); INVALID_ARGUMENT for anything that is not a well-formed name.
   static StatusOr<TransposeConfig> FromName(std::string_view name);
