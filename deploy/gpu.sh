@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# GPU tests and benchmark in one command.
+#
+#   deploy/gpu.sh bundle            # here (no GPU needed): Release build for sm_90 in build-gpu,
+#                                   # then every GPU program and its libraries into .gpu/bundle
+#   deploy/gpu.sh run OUTDIR        # on the GPU machine, from the repository root: the kernel
+#                                   # test + compute-sanitizer + benchmark (bench/run_gpu.sh), the
+#                                   # CUDA backend tests, fault test, daemon end to end and search
+#                                   # evaluation (tuner/cuda/run_gpu.sh), and the example batch job
+#                                   # (client/run_gpu_example.sh); logs in OUTDIR/*, plus
+#                                   # OUTDIR/logs.tar.gz holding all of them
+# Exit status of `run`: non-zero if any part failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUNDLE=${BUNDLE:-.gpu/bundle}
+PROGRAMS=(kernels_gpu_test transpose_bench transposed-worker transposed-fake-worker
+          worker_protocol_test cuda_backend_test tune_eval transposed transposectl
+          example_batch_job)
+case "${1:-}" in
+  bundle)
+    set -e
+    BUILD_DIR=${BUILD_DIR:-build-gpu}
+    cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90}
+    cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target "${PROGRAMS[@]}"
+    rm -rf "$BUNDLE"
+    bundle_tool=${BUNDLE_TOOL:-../shared/tools/bundle}
+    "$bundle_tool" "$BUNDLE" "${PROGRAMS[@]/#/$BUILD_DIR/bin/}"
+    du -sh "$BUNDLE"
+    ;;
+  run)
+    out=${2:?usage: deploy/gpu.sh run OUTDIR}
+    mkdir -p "$out"
+    status=0
+    echo "==== kernels: correctness, sanitizers, benchmark"
+    bash bench/run_gpu.sh "$BUNDLE" "$out/kernels" || status=1
+    echo "==== CUDA backend: tests, fault survival, daemon end to end, search evaluation"
+    bash tuner/cuda/run_gpu.sh "$BUNDLE" "$out/backend" || status=1
+    echo "==== example batch job through the daemon"
+    bash client/run_gpu_example.sh "$BUNDLE" "$out/example" || status=1
+    tar -C "$out" -czf "$out/logs.tar.gz" kernels backend example
+    echo "==== deploy/gpu.sh run: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
+    exit $status
+    ;;
+  *)
+    sed -n 2,14p "$0"
+    exit 2
+    ;;
+esac
