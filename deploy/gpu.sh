@@ -3,6 +3,7 @@
 #
 #   deploy/gpu.sh bundle            # here (no GPU needed): Release build for sm_90 in build-gpu,
 #                                   # then every GPU program and its libraries into .gpu/bundle
+#                                   # and .gpu/bundle.tar.gz (carry .gpu to the GPU machine)
 #   deploy/gpu.sh run OUTDIR        # on the GPU machine, from the repository root: the kernel
 #                                   # test + compute-sanitizer + benchmark (bench/run_gpu.sh), the
 #                                   # CUDA backend tests, fault test, daemon end to end and search
@@ -25,11 +26,17 @@ case "${1:-}" in
     rm -rf "$BUNDLE"
     bundle_tool=${BUNDLE_TOOL:-../shared/tools/bundle}
     "$bundle_tool" "$BUNDLE" "${PROGRAMS[@]/#/$BUILD_DIR/bin/}"
-    du -sh "$BUNDLE"
+    strip "$BUNDLE"/bin/* || true
+    # The device tool carries at most 64 MiB; the fat binaries compress about 3:1.
+    tar -C "$(dirname "$BUNDLE")" -czf "$BUNDLE.tar.gz" "$(basename "$BUNDLE")"
+    du -sh "$BUNDLE" "$BUNDLE.tar.gz"
     ;;
   run)
     out=${2:?usage: deploy/gpu.sh run OUTDIR}
     mkdir -p "$out"
+    if [ ! -d "$BUNDLE" ] && [ -f "$BUNDLE.tar.gz" ]; then
+      tar -C "$(dirname "$BUNDLE")" -xzf "$BUNDLE.tar.gz"
+    fi
     status=0
     echo "==== kernels: correctness, sanitizers, benchmark"
     bash bench/run_gpu.sh "$BUNDLE" "$out/kernels" || status=1
