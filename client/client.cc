@@ -17,31 +17,6 @@ std::chrono::system_clock::time_point DeadlineAfter(double seconds) {
 
 }  // namespace
 
-v1::Problem ProblemToProto(const Problem& problem) {
-  v1::Problem p;
-  p.set_rows(problem.rows);
-  p.set_cols(problem.cols);
-  p.set_batch(problem.batch);
-  p.set_dtype(std::string(DTypeName(problem.dtype)));
-  p.set_ld_in(problem.ld_in);
-  p.set_ld_out(problem.ld_out);
-  return p;
-}
-
-StatusOr<Problem> ProblemFromProto(const v1::Problem& problem) {
-  Problem p;
-  p.rows = problem.rows();
-  p.cols = problem.cols();
-  p.batch = problem.has_batch() ? problem.batch() : 1;
-  auto dtype = ParseDType(problem.dtype());
-  if (!dtype)
-    return Status::InvalidArgument("dtype: unknown element type '" + problem.dtype() + "'");
-  p.dtype = *dtype;
-  p.ld_in = problem.ld_in();
-  p.ld_out = problem.ld_out();
-  return p;
-}
-
 std::map<std::string, int64_t> VariantParams(const v1::Variant& variant) {
   return std::map<std::string, int64_t>(variant.params().begin(), variant.params().end());
 }

@@ -34,7 +34,8 @@
 
 #include "core/problem.h"
 #include "core/status.h"
-#include "proto/grpc_status.h"  // FromGrpcStatus
+#include "proto/grpc_status.h"    // FromGrpcStatus
+#include "proto/problem_proto.h"  // ProblemToProto, ProblemFromProto
 #include "transposed/v1/transposed.grpc.pb.h"
 #include "transposed/v1/transposed.pb.h"
 
@@ -54,10 +55,6 @@ struct ClientOptions {
 };
 
 
-// core Problem <-> proto Problem. The proto keeps a device selector and an optional batch; the
-// core Problem does not. ProblemFromProto fails with INVALID_ARGUMENT on an unknown dtype.
-v1::Problem ProblemToProto(const Problem& problem);
-StatusOr<Problem> ProblemFromProto(const v1::Problem& problem);
 
 // Device selectors: by index (as listed by ListDevices) or by UUID. DeviceFromString parses
 // what a user types: all digits is an index, anything else a UUID.

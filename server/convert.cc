@@ -2,53 +2,6 @@
 
 namespace transposed {
 
-std::string DTypeNameList() {
-  std::string s;
-  for (DType t : AllDTypes()) {
-    if (!s.empty()) s += ", ";
-    s += DTypeName(t);
-  }
-  return s;
-}
-
-namespace {
-
-StatusOr<DType> ParseDTypeField(const std::string& name, const std::string& field) {
-  if (name.empty())
-    return Status::InvalidArgument(field + ": required (one of " + DTypeNameList() + ")");
-  auto t = ParseDType(name);
-  if (!t.has_value())
-    return Status::InvalidArgument(field + ": unknown element type '" + name +
-                                   "' (expected one of " + DTypeNameList() + ")");
-  return *t;
-}
-
-}  // namespace
-
-StatusOr<Problem> ProblemFromProto(const pb::Problem& p) {
-  Problem out;
-  out.rows = p.rows();
-  out.cols = p.cols();
-  if (p.has_batch()) {
-    if (p.batch() <= 0)
-      return Status::InvalidArgument("problem.batch: must be >= 1 (or unset for 1), got " +
-                                     std::to_string(p.batch()));
-    out.batch = p.batch();
-  } else {
-    out.batch = 1;
-  }
-  TR_ASSIGN_OR_RETURN(out.dtype, ParseDTypeField(p.dtype(), "problem.dtype"));
-  if (p.ld_in() < 0)
-    return Status::InvalidArgument("problem.ld_in: must be 0 (dense) or >= cols, got " +
-                                   std::to_string(p.ld_in()));
-  if (p.ld_out() < 0)
-    return Status::InvalidArgument("problem.ld_out: must be 0 (dense) or >= rows, got " +
-                                   std::to_string(p.ld_out()));
-  out.ld_in = p.ld_in();
-  out.ld_out = p.ld_out();
-  return out;
-}
-
 DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s) {
   DeviceRef ref;
   switch (s.selector_case()) {
@@ -62,17 +15,6 @@ DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s) {
       break;
   }
   return ref;
-}
-
-pb::Problem ProblemToProto(const Problem& p) {
-  pb::Problem out;
-  out.set_rows(p.rows);
-  out.set_cols(p.cols);
-  out.set_batch(p.batch);
-  out.set_dtype(std::string(DTypeName(p.dtype)));
-  out.set_ld_in(p.ld_in);
-  out.set_ld_out(p.ld_out);
-  return out;
 }
 
 pb::Device DeviceToProto(const DeviceInfo& d) {

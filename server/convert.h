@@ -8,6 +8,7 @@
 
 #include "core/problem.h"
 #include "core/status.h"
+#include "proto/problem_proto.h"  // ProblemFromProto, ProblemToProto, ParseDTypeField
 #include "server/service.h"
 #include "server/store.h"
 #include "transposed/v1/transposed.grpc.pb.h"
@@ -18,18 +19,8 @@ namespace transposed {
 
 namespace pb = ::transposed::v1;
 
-// "f16, bf16, f32, ..." (every DTypeName).
-std::string DTypeNameList();
-
-// proto Problem -> core Problem. dtype is parsed with ParseDType (unknown: INVALID_ARGUMENT
-// "problem.dtype: unknown element type 'x' (expected one of f16, bf16, ...)"; empty:
-// "problem.dtype: required ..."); batch unset -> 1, set to <= 0 -> INVALID_ARGUMENT "problem.batch:
-// ...".
-StatusOr<Problem> ProblemFromProto(const pb::Problem& p);
 // The problem's device selector (unset oneof -> neither index nor uuid: device 0).
 DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s);
-// core Problem -> proto Problem (batch always set; device selector left unset).
-pb::Problem ProblemToProto(const Problem& p);
 
 pb::Device DeviceToProto(const DeviceInfo& d);  // fingerprint included
 pb::Variant VariantToProto(const Candidate& c, const std::string& backend);
