@@ -21,7 +21,8 @@ TransposeConfig MakeNaive() {
   return c;
 }
 
-TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int realign = 0) {
+TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int realign = 0,
+                         int async = 0) {
   TransposeConfig c;
   c.algorithm = Algorithm::kTile;
   c.tile_rows = tr;
@@ -31,6 +32,7 @@ TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int r
   c.pad = pad;
   c.swizzle = swz;
   c.realign = realign;
+  c.async = async;
   return c;
 }
 
@@ -58,8 +60,11 @@ const Family& GetFamily() {
   f.by_size[E].push_back(MakeTile(TR, TC, BR, VB, PAD, SWZ));
 #define TR_REALIGN(E, TR, TC, BR, PAD, SWZ) \
   f.by_size[E].push_back(MakeTile(TR, TC, BR, 16, PAD, SWZ, 1));
+#define TR_ASYNC(E, TR, TC, BR, S) \
+  f.by_size[E].push_back(MakeTile(TR, TC, BR, 16, 0, 1, 0, S));
 #define TR_SKINNY(E, L, BR) f.by_size[E].push_back(MakeSkinny(L, BR));
 #include "kernels/family.inc"
+#undef TR_ASYNC
 #undef TR_NAIVE
 #undef TR_TILE
 #undef TR_REALIGN
@@ -105,12 +110,12 @@ Status ValidateShape(const TransposeConfig& c) {
   switch (c.algorithm) {
     case Algorithm::kNaive:
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||
-          c.swizzle != 0 || c.realign != 0 || c.block_rows != 8)
+          c.swizzle != 0 || c.realign != 0 || c.async != 0 || c.block_rows != 8)
         return Status::InvalidArgument("naive takes no parameters");
       return Status::OK();
     case Algorithm::kSkinny:
       if (c.tile_rows < 16 || c.tile_rows % 16 != 0 || c.tile_cols != 0 || c.vec_bytes != 16 ||
-          c.pad != 0 || c.swizzle != 0 || c.realign != 0)
+          c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
         return Status::InvalidArgument(
             "skinny takes a tile length (a positive multiple of 16) and block_rows only");
       return Status::OK();
@@ -129,6 +134,10 @@ Status ValidateShape(const TransposeConfig& c) {
         return Status::InvalidArgument("realign must be 0 or 1");
       if (c.realign == 1 && c.vec_bytes != 16)
         return Status::InvalidArgument("realign needs vec_bytes 16");
+      if (c.async != 0 && c.async != 2 && c.async != 3)
+        return Status::InvalidArgument("async must be 0, 2 or 3");
+      if (c.async != 0 && (c.vec_bytes != 16 || c.swizzle != 1 || c.realign != 0))
+        return Status::InvalidArgument("async needs vec_bytes 16, swizzle and no realign");
       return Status::OK();
   }
   return Status::InvalidArgument("unknown algorithm " +
@@ -161,6 +170,7 @@ std::string TransposeConfig::Name() const {
       if (vec_bytes) n += ".vec" + std::to_string(vec_bytes);
       if (realign) n += ".realign";
       n += swizzle ? std::string(".swz") : ".pad" + std::to_string(pad);
+      if (async) n += ".async" + std::to_string(async);
       return n;
     }
   }
@@ -175,7 +185,8 @@ std::map<std::string, int64_t> TransposeConfig::Params() const {
           {"vec_bytes", vec_bytes},
           {"pad", pad},
           {"swizzle", swizzle},
-          {"realign", realign}};
+          {"realign", realign},
+          {"async", async}};
 }
 
 StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
@@ -193,7 +204,7 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
   } else if (parts[0].substr(0, 4) == "tile") {
     std::string_view dims = parts[0].substr(4);
     size_t x = dims.find('x');
-    int tr = 0, tc = 0, br = 0, vb = 0, pad = 0, swz = 0, realign = 0;
+    int tr = 0, tc = 0, br = 0, vb = 0, pad = 0, swz = 0, realign = 0, async = 0;
     if (x == std::string_view::npos || !ParseInt(dims.substr(0, x), &tr) ||
         !ParseInt(dims.substr(x + 1), &tc))
       return bad("expected tile<R>x<C>");
@@ -214,8 +225,13 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
     } else if (!ParseField(parts[i], "pad", &pad)) {
       return bad("expected .pad<N> or .swz");
     }
-    if (++i != parts.size()) return bad("trailing fields");
-    c = MakeTile(tr, tc, br, vb, pad, swz, realign);
+    ++i;
+    if (i < parts.size() && parts[i].substr(0, 5) == "async") {
+      if (!ParseField(parts[i], "async", &async) || async == 0) return bad("bad .async<N>");
+      ++i;
+    }
+    if (i != parts.size()) return bad("trailing fields");
+    c = MakeTile(tr, tc, br, vb, pad, swz, realign, async);
   } else {
     return bad("unknown algorithm");
   }
@@ -228,7 +244,8 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
 StatusOr<TransposeConfig> TransposeConfig::FromParams(
     const std::map<std::string, int64_t>& params) {
   static const char* const kKeys[] = {"algorithm", "tile_rows", "tile_cols", "block_rows",
-                                      "vec_bytes", "pad",       "swizzle",   "realign"};
+                                      "vec_bytes", "pad",       "swizzle",   "realign",
+                                      "async"};
   for (const auto& [k, v] : params) {
     if (std::find_if(std::begin(kKeys), std::end(kKeys),
                      [&](const char* key) { return k == key; }) == std::end(kKeys))
@@ -264,14 +281,15 @@ StatusOr<TransposeConfig> TransposeConfig::FromParams(
   get("pad", &c.pad);
   get("swizzle", &c.swizzle);
   get("realign", &c.realign);
+  get("async", &c.async);
   TR_RETURN_IF_ERROR(ValidateShape(c));
   return c;
 }
 
 bool TransposeConfig::operator==(const TransposeConfig& o) const {
-  return std::tie(algorithm, tile_rows, tile_cols, block_rows, vec_bytes, pad, swizzle, realign) ==
-         std::tie(o.algorithm, o.tile_rows, o.tile_cols, o.block_rows, o.vec_bytes, o.pad,
-                  o.swizzle, o.realign);
+  return std::tie(algorithm, tile_rows, tile_cols, block_rows, vec_bytes, pad, swizzle, realign,
+                  async) == std::tie(o.algorithm, o.tile_rows, o.tile_cols, o.block_rows,
+                                     o.vec_bytes, o.pad, o.swizzle, o.realign, o.async);
 }
 
 const std::vector<TransposeConfig>& FamilyConfigs(int elem_size) {

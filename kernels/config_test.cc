@@ -53,7 +53,7 @@ TEST(TransposeConfig, EveryFamilyMemberRoundTripsThroughNameAndParams) {
       auto by_params = TransposeConfig::FromParams(c.Params());
       ASSERT_TRUE(by_params.ok()) << name << ": " << by_params.status().ToString();
       EXPECT_EQ(*by_params, c) << name;
-      EXPECT_EQ(c.Params().size(), 8u);
+      EXPECT_EQ(c.Params().size(), 9u);
       EXPECT_EQ(name.find("fast"), std::string::npos);
     }
   }
@@ -80,6 +80,13 @@ TEST(TransposeConfig, NamesAreDerivedFromParameters) {
   auto rp = TransposeConfig::FromParams(r->Params());
   ASSERT_TRUE(rp.ok());
   EXPECT_EQ(*rp, c);
+  c.realign = 0;
+  c.async = 2;
+  EXPECT_EQ(c.Name(), "tile64x128.rows4.vec16.swz.async2");
+  auto as = TransposeConfig::FromName("tile64x128.rows4.vec16.swz.async2");
+  ASSERT_TRUE(as.ok());
+  EXPECT_EQ(*as, c);
+  EXPECT_EQ(as->Params().at("async"), 2);
   auto s = TransposeConfig::FromName("skinny.l512.rows8");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->algorithm, Algorithm::kSkinny);
@@ -112,7 +119,14 @@ TEST(TransposeConfig, RejectsMalformedNamesAndParams) {
                           "tile32x32.rows8.vec0.pad0",
                           "tile32x32.rows8.realign.pad0",
                           "tile32x32.rows8.vec8.realign.pad0",
-                          "tile32x32.rows8.vec16.swz.realign"}) {
+                          "tile32x32.rows8.vec16.swz.realign",
+                          "tile32x32.rows8.vec16.swz.async1",
+                          "tile32x32.rows8.vec16.swz.async4",
+                          "tile32x32.rows8.vec16.swz.async0",
+                          "tile32x32.rows8.vec16.pad1.async2",
+                          "tile32x32.rows8.pad1.async2",
+                          "tile32x32.rows8.vec16.realign.swz.async2",
+                          "tile32x32.rows8.vec16.async2.swz"}) {
     EXPECT_FALSE(TransposeConfig::FromName(bad).ok()) << bad;
   }
   EXPECT_FALSE(TransposeConfig::FromParams({}).ok());
@@ -224,6 +238,9 @@ TEST(Family, EveryTileGeometryIsConsistent) {
       if (c.realign)
         EXPECT_EQ(g.RealignInvalid(), nullptr)
             << c.Name() << " e=" << e << ": " << g.RealignInvalid();
+      if (c.async)
+        EXPECT_EQ(g.AsyncInvalid(c.async), nullptr)
+            << c.Name() << " e=" << e << ": " << g.AsyncInvalid(c.async);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -79,7 +80,8 @@ void CheckReferenceOnHost(const Problem& p, const void* d_in, const void* d_exp,
 }
 
 // Runs every configuration valid for `s` at every element size; counts the runs in `runs`.
-void RunShape(const Shape& s, int& runs) {
+// `only`, when set, restricts the run to the configurations it accepts.
+void RunShape(const Shape& s, int& runs, bool (*only)(const TransposeConfig&) = nullptr) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (int e : {1, 2, 4, 8, 16}) {
@@ -103,6 +105,7 @@ void RunShape(const Shape& s, int& runs) {
     EXPECT_FALSE(configs.empty());
     bool host_checked = false;
     for (const TransposeConfig& c : configs) {
+      if (only != nullptr && !only(c)) continue;
       SCOPED_TRACE(c.Name());
       const uint64_t pattern = NextSeed();
       ASSERT_TRUE(check::Fill(in.p, in_bytes, NextSeed(), stream).ok());
@@ -128,11 +131,12 @@ void RunShape(const Shape& s, int& runs) {
   cudaStreamDestroy(stream);
 }
 
-void RunShapes(const std::vector<Shape>& shapes) {
+void RunShapes(const std::vector<Shape>& shapes,
+               bool (*only)(const TransposeConfig&) = nullptr) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
   int runs = 0;
   for (const Shape& s : shapes) {
-    RunShape(s, runs);
+    RunShape(s, runs, only);
     if (::testing::Test::HasFatalFailure()) return;
   }
   std::printf("checked %d (configuration, element size, shape) runs\n", runs);
@@ -154,6 +158,19 @@ TEST(KernelsGpuSmall, AllConfigsSmallShapes) {
              {136, 272, 1, 288, 144}});
 }
 
+// Persistent double-buffered tiles (async2) with the grid capped at 3 blocks, so that every block
+// walks many tiles through both shared buffers, interior and edge tiles mixed, across batch
+// entries and strided rows (racecheck covers the buffer reuse).
+TEST(KernelsGpuSmall, AsyncTilesWalkManyTilesPerBlock) {
+  ASSERT_EQ(setenv("TRANSPOSED_MAX_PERSISTENT_BLOCKS", "3", 1), 0);
+  RunShapes({{96, 160, 3, 0, 0},
+             {264, 528, 2, 0, 0},
+             {136, 272, 1, 288, 144},
+             {300, 200, 3, 272, 336}},
+            [](const TransposeConfig& c) { return c.async != 0; });
+  unsetenv("TRANSPOSED_MAX_PERSISTENT_BLOCKS");
+}
+
 TEST(KernelsGpu, AllConfigsAllShapes) {
   RunShapes({{1, 1, 1, 0, 0},
              {1, 5000, 1, 0, 0},
@@ -170,7 +187,8 @@ TEST(KernelsGpu, AllConfigsAllShapes) {
              {8, 70001, 1, 0, 0},
              {3000, 3, 4, 0, 0},
              {13, 5000, 2, 0, 0},
-             {20000, 16, 1, 0, 0}});
+             {20000, 16, 1, 0, 0},
+             {4112, 4176, 1, 0, 0}});
 }
 
 TEST(KernelsGpu, LaunchRejectsMisalignedPointersAndBadConfigs) {

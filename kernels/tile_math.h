@@ -142,6 +142,18 @@ struct TileGeometry {
     return nullptr;
   }
 
+  // Extra rules of the persistent double-buffered variant (async == 2; nullptr when they hold):
+  // the loads are 16-byte cp.async copies straight into the shared layout, so every shared unit
+  // must be a whole, 16-byte aligned 16-byte vector (swizzle keeps units whole), and the buffers
+  // (`stages`, 2 or 3) must fit in the 48 KiB of static shared memory.
+  constexpr const char* AsyncInvalid(int stages) const {
+    if (!vec || u != 16 || su != 16) return "async needs 16-byte vectors stored whole in shared";
+    if (!swz) return "async needs the swizzled layout";
+    if (stages < 2 || stages > 3) return "async needs 2 or 3 buffers";
+    if (stages * smem > 48 * 1024) return "shared buffers over 48 KiB";
+    return nullptr;
+  }
+
   // Byte offset in shared memory of byte `byte` (0 <= byte < tcb) of tile row `row`.
   TR_HD constexpr int Offset(int row, int byte) const {
     if (!swz) return row * s + byte;

@@ -60,14 +60,21 @@ struct TransposeConfig {
   int swizzle = 0;
   // 1: vector accesses on rows of any alignment (tile with vec_bytes 16 only; see above).
   int realign = 0;
+  // 2 or 3: persistent tile with that many shared buffers (tile with vec_bytes 16 and swizzle
+  // only; the family has async 2): a grid of as many blocks as fit on the device walks the tiles,
+  // and the loads of a block's next tiles are issued asynchronously (cp.async, 16 bytes,
+  // global -> shared) before it stores the current one. 0: one tile at a time with
+  // register-staged loads.
+  int async = 0;
 
   int threads() const { return 32 * block_rows; }
 
   // Stable name from the parameters: "naive", "tile32x32.rows8.pad1",
-  // "tile64x64.rows8.vec16.swz", "tile64x64.rows8.vec16.realign.swz", "skinny.l512.rows8".
+  // "tile64x64.rows8.vec16.swz", "tile64x64.rows8.vec16.realign.swz",
+  // "tile64x64.rows4.vec16.swz.async2", "skinny.l512.rows8".
   std::string Name() const;
   // Every field: algorithm (0 naive, 1 tile, 2 skinny), tile_rows, tile_cols, block_rows,
-  // vec_bytes, pad, swizzle, realign.
+  // vec_bytes, pad, swizzle, realign, async.
   std::map<std::string, int64_t> Params() const;
   // Inverse of Name(); INVALID_ARGUMENT for anything that is not a well-formed name.
   static StatusOr<TransposeConfig> FromName(std::string_view name);
