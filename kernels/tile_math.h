@@ -8,6 +8,11 @@
 
 #include <cstdint>
 
+#if defined(__CUDA_ARCH__)
+#define TR_UNROLL _Pragma("unroll")
+#else
+#define TR_UNROLL
+#endif
 #if defined(__CUDACC__)
 #define TR_HD __host__ __device__ __forceinline__
 #else
@@ -49,6 +54,33 @@ TR_HD constexpr void Transpose4x4Bytes(const uint32_t w[4], uint32_t t[4]) {
 TR_HD constexpr void Transpose2x2Halves(const uint32_t w[2], uint32_t t[2]) {
   t[0] = BytePerm(w[0], w[1], 0x5410);
   t[1] = BytePerm(w[0], w[1], 0x7632);
+}
+
+// Packed register transpose of a write unit for 1- and 2-byte elements: wv[j] is the 4-byte word
+// of input row j (V rows) at one column group; afterwards o[k] holds output row k of the group
+// (W = 4 / E rows), packed as UW = V * E / 4 words. 1-byte elements: 4x4 byte transposes; 2-byte:
+// 2x2 half transposes. Used by the tile kernels' write phase (TileKernel and TileAsyncKernel).
+template <int E, int V, int W, int UW>
+TR_HD constexpr void TransposePackedWords(const uint32_t (&wv)[V], uint32_t (&o)[W][UW]) {
+  static_assert(E == 1 || E == 2, "packed words hold 1- or 2-byte elements");
+  static_assert(W == 4 / E && UW == V * E / 4, "W output rows of UW words");
+  if constexpr (E == 1) {
+    TR_UNROLL
+    for (int mm = 0; mm < V / 4; ++mm) {
+      uint32_t t[4] = {};
+      Transpose4x4Bytes(wv + 4 * mm, t);
+      TR_UNROLL
+      for (int kk = 0; kk < 4; ++kk) o[kk][mm] = t[kk];
+    }
+  } else {
+    TR_UNROLL
+    for (int mm = 0; mm < V / 2; ++mm) {
+      uint32_t t[2] = {};
+      Transpose2x2Halves(wv + 2 * mm, t);
+      o[0][mm] = t[0];
+      o[1][mm] = t[1];
+    }
+  }
 }
 
 // Geometry of one tile configuration for one element size. All sizes in bytes unless named

@@ -38,6 +38,34 @@ TEST(RegisterTransposes, Bytes4x4AndHalves2x2) {
   }
 }
 
+// The packed write-unit transpose: output row k, element m == input row m, element k.
+template <int E, int V>
+void CheckPackedWords(std::mt19937& rng) {
+  constexpr int W = 4 / E, UW = V * E / 4;
+  uint32_t wv[V];
+  for (auto& w : wv) w = rng();
+  uint32_t o[W][UW];
+  TransposePackedWords<E, V, W, UW>(wv, o);
+  const int bits = 8 * E;
+  const uint32_t mask = E == 1 ? 0xffu : 0xffffu;
+  for (int k = 0; k < W; ++k)      // output row = input column within the word
+    for (int m = 0; m < V; ++m) {  // output element = input row
+      const uint32_t in = (wv[m] >> (bits * k)) & mask;
+      const uint32_t out = (o[k][m * E / 4] >> (bits * (m % (4 / E)))) & mask;
+      ASSERT_EQ(out, in) << "E=" << E << " V=" << V << " k=" << k << " m=" << m;
+    }
+}
+
+TEST(TransposePackedWords, MatchesTheDefinition) {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 100; ++i) {
+    CheckPackedWords<1, 4>(rng);
+    CheckPackedWords<1, 16>(rng);
+    CheckPackedWords<2, 2>(rng);
+    CheckPackedWords<2, 8>(rng);
+  }
+}
+
 TEST(Realign16, PicksBytesOfTwoWindows) {
   uint32_t a[4], b[4];
   uint8_t bytes[32];

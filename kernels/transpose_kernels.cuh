@@ -407,23 +407,7 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
                 for (int j = 0; j < V; ++j)
                   wv[j] = *reinterpret_cast<const uint32_t*>(src + j * G.s);
                 uint32_t o[W][UW];
-                if constexpr (E == 1) {
-#pragma unroll
-                  for (int mm = 0; mm < V / 4; ++mm) {
-                    uint32_t t[4];
-                    Transpose4x4Bytes(wv + 4 * mm, t);
-#pragma unroll
-                    for (int kk = 0; kk < 4; ++kk) o[kk][mm] = t[kk];
-                  }
-                } else {
-#pragma unroll
-                  for (int mm = 0; mm < V / 2; ++mm) {
-                    uint32_t t[2];
-                    Transpose2x2Halves(wv + 2 * mm, t);
-                    o[0][mm] = t[0];
-                    o[1][mm] = t[1];
-                  }
-                }
+                TransposePackedWords<E, V, W, UW>(wv, o);
 #pragma unroll
                 for (int kk = 0; kk < W; ++kk) {
                   if constexpr (RA) {
@@ -608,23 +592,7 @@ __global__ void __launch_bounds__(32 * BR) TileAsyncKernel(Args a) {
 #pragma unroll
             for (int j = 0; j < V; ++j) wv[j] = *reinterpret_cast<const uint32_t*>(src + j * G.s);
             uint32_t o[W][UW];
-            if constexpr (E == 1) {
-#pragma unroll
-              for (int mm = 0; mm < V / 4; ++mm) {
-                uint32_t tt[4];
-                Transpose4x4Bytes(wv + 4 * mm, tt);
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk) o[kk][mm] = tt[kk];
-              }
-            } else {
-#pragma unroll
-              for (int mm = 0; mm < V / 2; ++mm) {
-                uint32_t tt[2];
-                Transpose2x2Halves(wv + 2 * mm, tt);
-                o[0][mm] = tt[0];
-                o[1][mm] = tt[1];
-              }
-            }
+            TransposePackedWords<E, V, W, UW>(wv, o);
 #pragma unroll
             for (int kk = 0; kk < W; ++kk)
               StoreWords<U>(dst + static_cast<int64_t>(kk) * a.ldo * E, o[kk]);
