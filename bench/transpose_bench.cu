@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/problems.h"
 #include "core/problem.h"
 #include "kernels/device_check.cuh"
 #include "transposed/kernels/config.h"
@@ -87,37 +88,9 @@ struct BenchProblem {
   Problem p;
 };
 
-Problem Make(int64_t rows, int64_t cols, DType t, int64_t batch = 1) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.batch = batch;
-  p.dtype = t;
-  return p;
-}
-
 std::vector<BenchProblem> Problems() {
   std::vector<BenchProblem> v;
-  auto add = [&](Problem p) { v.push_back({p.ToString(), p}); };
-  const int64_t k = 1024, m = 1 << 20;
-  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{k, k},
-                                                              {4 * k, 4 * k},
-                                                              {8 * k, 8 * k},
-                                                              {16 * k, 16 * k},
-                                                              {8 * k, k},
-                                                              {k, 8 * k},
-                                                              {4097, 3001},
-                                                              {m, 8},
-                                                              {8, m}})
-    add(Make(r, c, DType::kF32));
-  add(Make(8 * k, 8 * k, DType::kF64));
-  add(Make(4097, 3001, DType::kF64));
-  for (DType t : {DType::kF16, DType::kI8}) {
-    add(Make(8 * k, 8 * k, t));
-    add(Make(4097, 3001, t));
-    add(Make(m, 8, t));
-  }
-  add(Make(512, 384, DType::kF16, 256));
+  for (const Problem& p : bench::BenchmarkProblems()) v.push_back({p.ToString(), p});
   return v;
 }
 

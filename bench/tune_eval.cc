@@ -15,45 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/problems.h"
 #include "tuner/cuda/cuda_backend.h"
 #include "tuner/tuner.h"
 
 namespace transposed {
 namespace {
-
-Problem P(int64_t rows, int64_t cols, DType t, int64_t batch = 1) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.dtype = t;
-  p.batch = batch;
-  return p;
-}
-
-std::vector<Problem> BenchmarkProblems() {
-  std::vector<Problem> v;
-  const int64_t m = 1 << 20;
-  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1024, 1024},
-                                                              {4096, 4096},
-                                                              {8192, 8192},
-                                                              {16384, 16384},
-                                                              {8192, 1024},
-                                                              {1024, 8192},
-                                                              {4097, 3001},
-                                                              {m, 8},
-                                                              {8, m}}) {
-    v.push_back(P(r, c, DType::kF32));
-  }
-  v.push_back(P(8192, 8192, DType::kF64));
-  v.push_back(P(4097, 3001, DType::kF64));
-  for (DType t : {DType::kF16, DType::kI8}) {
-    v.push_back(P(8192, 8192, t));
-    v.push_back(P(4097, 3001, t));
-    v.push_back(P(m, 8, t));
-  }
-  v.push_back(P(512, 384, DType::kF16, 256));
-  return v;
-}
 
 int Main(int argc, char** argv) {
   CudaBackendOptions bo;
@@ -106,7 +73,7 @@ int Main(int argc, char** argv) {
 
   int failures = 0, within = 0, rows = 0;
   double worst_tune = 0;
-  for (const Problem& p : BenchmarkProblems()) {
+  for (const Problem& p : bench::BenchmarkProblems()) {
     if (!only.empty() && p.ToString().find(only) == std::string::npos) continue;
     auto f = RunTune(gpu, p, fast);
     if (!f.ok()) {
