@@ -2,7 +2,20 @@
 # Installs the Debian 12 packages transposed builds and runs with. Idempotent; uses sudo when not
 # root. CUDA is optional: if nvcc is installed (/usr/local/cuda or on PATH) the GPU code is built
 # too; without it the daemon runs with its CPU backend.
+#
+#   deploy/install-deps.sh               build, run and test (CI): also node + npm and the pinned
+#                                        npm packages of the Kubernetes manifest validator
+#   deploy/install-deps.sh --build-only  only what building and running needs (the container image)
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_ONLY=0
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) BUILD_ONLY=1 ;;
+    *) echo "install-deps: unknown argument $arg (known: --build-only)" >&2; exit 2 ;;
+  esac
+done
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
@@ -10,6 +23,11 @@ PKGS=(
   libsqlite3-dev sqlite3 libspdlog-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
 )
+# Tests only: node and npm run the Kubernetes manifest validator (deploy/kubernetes/validate/).
+# A node that is already installed (from any source) is used as it is.
+if [ "$BUILD_ONLY" -eq 0 ] && ! { command -v node >/dev/null && command -v npm >/dev/null; }; then
+  PKGS+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -17,15 +35,27 @@ for p in "${PKGS[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PKGS[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  SUDO="sudo"
+# The manifest validator's npm packages, exactly as pinned by its package-lock.json (npm ci).
+if [ "$BUILD_ONLY" -eq 0 ]; then
+  validator=deploy/kubernetes/validate
+  stamp=$validator/node_modules/.installed-from-lock
+  if [ -f "$stamp" ] && cmp -s "$validator/package-lock.json" "$stamp"; then
+    echo "install-deps: manifest validator packages present"
+  else
+    echo "install-deps: npm ci in $validator"
+    (cd "$validator" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$validator/package-lock.json" "$stamp"
+  fi
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
