@@ -8,7 +8,8 @@
 #                                   # test + compute-sanitizer + benchmark (bench/run_gpu.sh), the
 #                                   # CUDA backend tests, fault test, daemon end to end and search
 #                                   # evaluation (tuner/cuda/run_gpu.sh), and the example batch job
-#                                   # (client/run_gpu_example.sh); logs in OUTDIR/*, plus
+#                                   # (client/run_gpu_example.sh), the Python package against
+#                                   # torch (python/run_gpu.sh); logs in OUTDIR/*, plus
 #                                   # OUTDIR/logs.tar.gz holding all of them
 # Exit status of `run`: non-zero if any part failed.
 set -uo pipefail
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 BUNDLE=${BUNDLE:-.gpu/bundle}
 PROGRAMS=(kernels_gpu_test transpose_bench transposed-worker transposed-fake-worker
           worker_protocol_test cuda_backend_test tune_eval transposed transposectl
-          example_batch_job)
+          example_batch_job with_daemon)
 case "${1:-}" in
   bundle)
     set -e
@@ -27,6 +28,10 @@ case "${1:-}" in
     bundle_tool=${BUNDLE_TOOL:-../shared/tools/bundle}
     "$bundle_tool" "$BUNDLE" "${PROGRAMS[@]/#/$BUILD_DIR/bin/}"
     strip "$BUNDLE"/bin/* || true
+    # The Python package (sources, stubs, libtransposed_launch.so) for python/run_gpu.sh.
+    cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target transposed_python
+    cp -rL "$BUILD_DIR/python" "$BUNDLE/python"
+    strip "$BUNDLE/python/transposed/libtransposed_launch.so" || true
     # The device tool carries at most 64 MiB; the fat binaries compress about 3:1.
     tar -C "$(dirname "$BUNDLE")" -czf "$BUNDLE.tar.gz" "$(basename "$BUNDLE")"
     du -sh "$BUNDLE" "$BUNDLE.tar.gz"
@@ -44,7 +49,9 @@ case "${1:-}" in
     bash tuner/cuda/run_gpu.sh "$BUNDLE" "$out/backend" || status=1
     echo "==== example batch job through the daemon"
     bash client/run_gpu_example.sh "$BUNDLE" "$out/example" || status=1
-    tar -C "$out" -czf "$out/logs.tar.gz" kernels backend example
+    echo "==== Python package: transposed.transpose against torch"
+    bash python/run_gpu.sh "$BUNDLE" "$out/python" || status=1
+    tar -C "$out" -czf "$out/logs.tar.gz" kernels backend example python
     echo "==== deploy/gpu.sh run: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
     exit $status
     ;;

@@ -22,6 +22,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev sqlite3 libspdlog-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
+  python3 python3-grpcio python3-protobuf python3-pip python3-setuptools
 )
 # Tests only: node and npm run the Kubernetes manifest validator (deploy/kubernetes/validate/).
 # A node that is already installed (from any source) is used as it is.

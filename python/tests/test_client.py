@@ -1,0 +1,107 @@
+"""The Python client against the real daemon (run under testing/with_daemon, which sets
+TRANSPOSED_SERVER), and the C ABI's host-side checks through ctypes. No GPU needed."""
+import os
+import unittest
+
+import transposed
+from transposed import pb
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.environ.get("TRANSPOSED_SERVER"):
+            raise unittest.SkipTest("TRANSPOSED_SERVER is not set (run under with_daemon)")
+        cls.c = transposed.Client(timeout=120)
+
+    def test_miss_tunes_then_hit_from_cache(self):
+        a = self.c.get_config(96, 80, "f32")
+        self.assertEqual(a.source, pb.SOURCE_TUNED)
+        self.assertTrue(a.variant.name)
+        self.assertGreater(a.gbps, 0)
+        self.assertEqual(a.problem.rows, 96)
+        b = self.c.get_config(96, 80, "f32")
+        self.assertEqual(b.source, pb.SOURCE_CACHE)
+        self.assertEqual(b.variant.name, a.variant.name)
+
+    def test_cache_only_miss_is_not_found(self):
+        with self.assertRaises(transposed.Error) as e:
+            self.c.get_config(33, 17, "i16", policy="cache_only")
+        self.assertEqual(e.exception.code, "NOT_FOUND")
+
+    def test_bad_problem_names_the_field(self):
+        with self.assertRaises(transposed.Error) as e:
+            self.c.get_config(0, 16, "f32")
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("rows", e.exception.message)
+        with self.assertRaises(transposed.Error) as e:
+            self.c.get_config(16, 16, "f33")
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("dtype", e.exception.message)
+        with self.assertRaises(ValueError):
+            self.c.get_config(16, 16, "f32", policy="whenever")
+
+    def test_tune_streams_progress_then_the_answer(self):
+        events = list(self.c.tune(64, 200, "f64", budget_seconds=5))
+        self.assertGreaterEqual(len(events), 2)
+        candidates = [e for e in events if e.WhichOneof("event") == "candidate"]
+        self.assertTrue(candidates)
+        self.assertTrue(all(1 <= e.index <= e.total for e in candidates))
+        last = events[-1]
+        self.assertEqual(last.WhichOneof("event"), "answer")
+        self.assertEqual(last.answer.source, pb.SOURCE_TUNED)
+        self.assertEqual(self.c.get_config(64, 200, "f64").variant.name, last.answer.variant.name)
+
+    def test_devices_list_delete(self):
+        devices = self.c.devices()
+        self.assertGreaterEqual(len(devices), 1)
+        self.assertEqual(devices[0].index, 0)
+        self.assertTrue(devices[0].fingerprint)
+        self.c.get_config(40, 24, "u8")
+        entries = self.c.list(dtype="u8", rows=40, cols=24)
+        self.assertEqual(len(entries), 1)
+        self.assertEqual(entries[0].answer.problem.cols, 24)
+        self.assertEqual(self.c.delete(dtype="u8", rows=40, cols=24), 1)
+        self.assertEqual(self.c.list(dtype="u8", rows=40, cols=24), [])
+        with self.assertRaises(transposed.Error) as e:
+            self.c.delete()  # an empty filter needs all=True
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+
+    def test_unreachable_daemon_is_unavailable(self):
+        with transposed.Client("127.0.0.1:1", timeout=5) as c:
+            with self.assertRaises(transposed.Error) as e:
+                c.devices()
+        self.assertEqual(e.exception.code, "UNAVAILABLE")
+
+
+class CAbiTest(unittest.TestCase):
+    """libtransposed_launch.so through ctypes: host-side checks, no GPU needed."""
+
+    def test_library_version_matches_the_daemon(self):
+        lib = transposed.load_library()
+        self.assertEqual(lib.transposed_c_api_version(), 1)
+        if os.environ.get("TRANSPOSED_SERVER"):
+            devices = transposed.Client(timeout=60).devices()
+            self.assertEqual(lib.transposed_library_version().decode(),
+                             devices[0].library_version)
+
+    def test_check(self):
+        transposed.check("tile32x32.rows8.pad1", "f32", 100, 70)
+        transposed.check("naive", "c128", 3, 5, batch=2, ld_in=9, ld_out=4)
+        with self.assertRaises(transposed.Error) as e:
+            transposed.check("tile33x7", "f32", 100, 70)
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(transposed.Error) as e:
+            transposed.check("naive", "f99", 100, 70)
+        self.assertIn("dtype", e.exception.message)
+        with self.assertRaises(transposed.Error) as e:
+            transposed.check("naive", "f32", 100, 70, ld_in=10)
+        self.assertIn("ld_in", e.exception.message)
+
+    def test_transpose_rejects_what_is_not_a_cuda_array(self):
+        with self.assertRaises(TypeError):
+            transposed.transpose([[1, 2], [3, 4]])
+
+
+if __name__ == "__main__":
+    unittest.main()

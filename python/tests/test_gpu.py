@@ -1,0 +1,144 @@
+"""transposed.transpose on a GPU (label gpu): bit-exact against torch's x.t().contiguous() on
+every element size, odd shapes, strides and batches, and its bandwidth against torch's own
+transpose and against the daemon's tuned figure. Runs under testing/with_daemon --backend cuda
+(TRANSPOSED_SERVER set). Prints a table; with TRANSPOSED_GPU_TEST_OUT=DIR also writes
+DIR/python_gpu.json. Exit status 1 on any mismatch, or when a large problem runs below
+MIN_OF_TUNED of the daemon's tuned bandwidth."""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import transposed
+
+MIN_OF_TUNED = 0.7
+
+# (rows, cols, dtype, batch): bit-exactness on all of them.
+EXACT = [
+    (1024, 1024, torch.float32, 1), (4097, 3001, torch.float32, 1), (333, 77, torch.float64, 1),
+    (2048, 512, torch.float16, 1), (1000, 999, torch.bfloat16, 1), (4096, 4096, torch.int8, 1),
+    (777, 1111, torch.uint8, 1), (300, 500, torch.int16, 1), (1024, 8, torch.float32, 1),
+    (8, 100000, torch.float16, 1), (512, 384, torch.complex64, 4), (256, 300, torch.complex128, 2),
+    (256, 512, torch.float16, 6),
+]
+# (rows, cols, dtype): bandwidth.
+SPEED = [(8192, 8192, torch.float32), (16384, 16384, torch.float32), (8192, 8192, torch.float16),
+         (8192, 1024, torch.float32), (4097, 3001, torch.float32), (16384, 16384, torch.int8)]
+
+
+def random_tensor(shape, dtype):
+    n = 1
+    for s in shape:
+        n *= s
+    size = torch.empty((), dtype=dtype).element_size()
+    raw = torch.randint(0, 256, (n * size,), dtype=torch.uint8, device="cuda")
+    return raw.view(dtype).view(shape)  # arbitrary bit patterns, NaNs included
+
+
+def same_bits(a, b):
+    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+def gbps_of(fn, nbytes, reps=5, iters=20):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / iters)
+    return 2 * nbytes / statistics.median(times) / 1e9
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("python_gpu_test: no CUDA device visible to torch", file=sys.stderr)
+        return 1
+    client = transposed.Client(timeout=600)
+    dev = client.devices()[0]
+    print(f"device: {dev.name} ({dev.backend}), torch {torch.__version__}, "
+          f"library {dev.library_version}")
+    failures = []
+    results = {"device": dev.name, "library_version": dev.library_version,
+               "torch": torch.__version__, "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+               "exact": [], "speed": []}
+
+    for rows, cols, dtype, batch in EXACT:
+        shape = (rows, cols) if batch == 1 else (batch, rows, cols)
+        x = random_tensor(shape, dtype)
+        y = transposed.transpose(x)
+        ref = x.transpose(-2, -1).contiguous()
+        ok = same_bits(y, ref) and tuple(y.shape) == tuple(ref.shape)
+        # A row stride wider than the row (a column slice of a wider matrix) and out=.
+        wide = random_tensor((rows, cols + 3), dtype)[:, :cols] if batch == 1 else None
+        if wide is not None:
+            out = torch.empty((cols, rows), dtype=dtype, device="cuda")
+            transposed.transpose(wide, out=out)
+            ok = ok and same_bits(out, wide.t().contiguous())
+        torch.cuda.synchronize()
+        name = f"{'x'.join(map(str, shape))} {dtype}"
+        print(f"exact {name}: {'ok' if ok else 'MISMATCH'}")
+        results["exact"].append({"problem": name, "bit_exact": ok})
+        if not ok:
+            failures.append(f"{name}: not bit-exact")
+
+    # CuPy and __cuda_array_interface__ inputs, when CuPy is there.
+    try:
+        import cupy
+        cx = cupy.asarray(random_tensor((1000, 700), torch.float32).cpu().numpy())
+        cy = transposed.transpose(cx)
+        ok = bool(cupy.array_equal(cy.view(cupy.uint32),
+                                   cupy.ascontiguousarray(cx.T).view(cupy.uint32)))
+        print(f"exact cupy 1000x700 f32: {'ok' if ok else 'MISMATCH'}")
+        if not ok:
+            failures.append("cupy: not bit-exact")
+    except ImportError:
+        print("cupy: not installed, skipped")
+
+    print("\n| problem | variant (daemon) | daemon tuned GB/s | transposed.transpose GB/s | "
+          "torch x.t().contiguous() GB/s | of tuned | vs torch |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for rows, cols, dtype in SPEED:
+        x = random_tensor((rows, cols), dtype)
+        nbytes = x.numel() * x.element_size()
+        name = f"{rows}x{cols} {str(dtype).replace('torch.', '')}"
+        answer = client.get_config(rows, cols, transposed._launch._TORCH_DTYPES[str(dtype)],
+                                   policy="tune_if_missing")
+        transposed.clear_cache()
+        out = torch.empty((cols, rows), dtype=dtype, device="cuda")
+        ours = gbps_of(lambda: transposed.transpose(x, out=out), nbytes)
+        theirs = gbps_of(lambda: x.t().contiguous(), nbytes)
+        ok = same_bits(out, x.t().contiguous())
+        of_tuned = ours / answer.gbps if answer.gbps > 0 else 0
+        print(f"| {name} | `{answer.variant.name}` | {answer.gbps:.0f} | {ours:.0f} | {theirs:.0f} "
+              f"| {of_tuned:.0%} | {ours / theirs:.2f}x |")
+        results["speed"].append({"problem": name, "variant": answer.variant.name,
+                                 "tuned_gbps": answer.gbps, "transpose_gbps": ours,
+                                 "torch_gbps": theirs, "bit_exact": ok})
+        if not ok:
+            failures.append(f"{name}: not bit-exact")
+        if nbytes >= 64 << 20 and of_tuned < MIN_OF_TUNED:
+            failures.append(f"{name}: {ours:.0f} GB/s is {of_tuned:.0%} of the tuned "
+                            f"{answer.gbps:.0f} GB/s")
+
+    out_dir = os.environ.get("TRANSPOSED_GPU_TEST_OUT")
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "python_gpu.json"), "w") as f:
+            json.dump(results, f, indent=1)
+    for f in failures:
+        print("FAIL:", f, file=sys.stderr)
+    print("python_gpu_test:", "PASSED" if not failures else "FAILED")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

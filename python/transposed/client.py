@@ -1,0 +1,160 @@
+"""The gRPC client of the transposed daemon.
+
+Client wraps one grpc channel and the five calls of transposed.v1.Transposer with plain keyword
+arguments; answers are the generated protobuf messages (transposed.v1.transposed_pb2), errors are
+transposed.Error with the gRPC status code name and the daemon's message. A Client may be shared
+between threads (grpc channels are thread-safe).
+"""
+import os
+
+import grpc
+
+from transposed.v1 import transposed_pb2 as pb
+from transposed.v1 import transposed_pb2_grpc as pb_grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+
+# Request policies of GetConfig, by the names the CLI uses.
+POLICIES = {
+    "tune_if_missing": pb.TUNE_IF_MISSING,
+    "cache_only": pb.CACHE_ONLY,
+}
+if hasattr(pb, "ANSWER_NOW"):
+    POLICIES["answer_now"] = pb.ANSWER_NOW
+
+
+class Error(RuntimeError):
+    """An error from the daemon (or from reaching it): .code is the gRPC status code name
+    ("INVALID_ARGUMENT", "NOT_FOUND", "UNAVAILABLE", ...), .message the daemon's text."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _error(e):
+    code = e.code() if hasattr(e, "code") else None
+    name = code.name if code is not None else "UNKNOWN"
+    details = e.details() if hasattr(e, "details") else str(e)
+    return Error(name, details or "")
+
+
+def device_selector(device):
+    """None (the daemon's first device), an int index, or a UUID string."""
+    sel = pb.DeviceSelector()
+    if device is None:
+        return sel
+    if isinstance(device, bool) or not isinstance(device, (int, str)):
+        raise TypeError(f"device: an index or a UUID string, got {device!r}")
+    if isinstance(device, int) or device.isdigit():
+        sel.index = int(device)
+    else:
+        sel.uuid = device
+    return sel
+
+
+def problem(rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None):
+    """A transposed.v1.Problem from its fields (dtype by name: "f32", "bf16", ...)."""
+    p = pb.Problem(rows=int(rows), cols=int(cols), dtype=str(dtype), ld_in=int(ld_in),
+                   ld_out=int(ld_out))
+    if batch is not None and int(batch) != 1:
+        p.batch = int(batch)
+    p.device.CopyFrom(device_selector(device))
+    return p
+
+
+def _filter(device=None, fingerprint=None, dtype=None, rows=None, cols=None, variant=None,
+            library_version=None, tuned_before_unix_ms=None):
+    f = pb.EntryFilter()
+    if device is not None:
+        f.device.CopyFrom(device_selector(device))
+    if fingerprint:
+        f.device_fingerprint = fingerprint
+    if dtype:
+        f.dtype = dtype
+    if rows:
+        f.rows = int(rows)
+    if cols:
+        f.cols = int(cols)
+    if variant:
+        f.variant = variant
+    if library_version:
+        f.library_version = library_version
+    if tuned_before_unix_ms:
+        f.tuned_before_unix_ms = int(tuned_before_unix_ms)
+    return f
+
+
+class Client:
+    """A connection to a transposed daemon.
+
+    address: "host:port" (or any gRPC target); default $TRANSPOSED_SERVER, else 127.0.0.1:50051.
+    timeout: deadline of every call in seconds (a miss tunes, so keep it generous).
+    """
+
+    def __init__(self, address=None, timeout=600.0, wait_for_ready=False):
+        self.address = address or os.environ.get("TRANSPOSED_SERVER") or DEFAULT_ADDRESS
+        if timeout is None or timeout <= 0:
+            raise ValueError(f"timeout: must be > 0 seconds, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.wait_for_ready = bool(wait_for_ready)
+        self._channel = grpc.insecure_channel(self.address)
+        self._stub = pb_grpc.TransposerStub(self._channel)
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, method, request, timeout=None):
+        try:
+            return method(request, timeout=timeout or self.timeout,
+                          wait_for_ready=self.wait_for_ready)
+        except grpc.RpcError as e:
+            raise _error(e) from None
+
+    def get_config(self, rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None,
+                   policy="tune_if_missing", timeout=None):
+        """The best configuration for a problem: a transposed.v1.Answer (.variant.name, .gbps,
+        .source...). policy: "tune_if_missing" (a miss tunes first), "cache_only" (a miss is
+        Error NOT_FOUND) or "answer_now" (a miss answers at once; see the README)."""
+        if policy not in POLICIES:
+            raise ValueError(f"policy: one of {sorted(POLICIES)}, got {policy!r}")
+        req = pb.GetConfigRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device),
+                                  policy=POLICIES[policy])
+        return self._call(self._stub.GetConfig, req, timeout)
+
+    def tune(self, rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None,
+             budget_seconds=0.0, exhaustive=False, timeout=None):
+        """Re-tunes a problem; an iterator of transposed.v1.TuneProgress (one per candidate as it
+        is measured, then one whose .answer is the stored winner)."""
+        req = pb.TuneRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device),
+                             budget_seconds=float(budget_seconds), exhaustive=bool(exhaustive))
+        try:
+            for progress in self._stub.Tune(req, timeout=timeout or self.timeout,
+                                            wait_for_ready=self.wait_for_ready):
+                yield progress
+        except grpc.RpcError as e:
+            raise _error(e) from None
+
+    def devices(self, timeout=None):
+        """The daemon's devices: a list of transposed.v1.Device."""
+        return list(self._call(self._stub.ListDevices, pb.ListDevicesRequest(), timeout).devices)
+
+    def list(self, include_candidates=False, limit=0, timeout=None, **filter_fields):
+        """Cached entries, newest first: a list of transposed.v1.Entry. Filters: device,
+        fingerprint, dtype, rows, cols, variant, library_version, tuned_before_unix_ms."""
+        req = pb.ListEntriesRequest(filter=_filter(**filter_fields),
+                                    include_candidates=bool(include_candidates), limit=int(limit))
+        return list(self._call(self._stub.ListEntries, req, timeout).entries)
+
+    def delete(self, all=False, timeout=None, **filter_fields):  # noqa: A002 (the API's name)
+        """Deletes the entries matching the filter (as list()); an empty filter needs all=True.
+        Returns how many were deleted."""
+        req = pb.DeleteEntriesRequest(filter=_filter(**filter_fields), all=bool(all))
+        return self._call(self._stub.DeleteEntries, req, timeout).deleted

@@ -1,0 +1,154 @@
+#include "testing/daemon_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace transposed::testing {
+namespace fs = std::filesystem;
+
+std::string ReadFileOrEmpty(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+namespace {
+
+std::string DescribeWait(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "wait status " + std::to_string(status);
+}
+
+// Waits for pid up to `seconds`; true with *status when it exited.
+bool WaitFor(pid_t pid, double seconds, int* status) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (true) {
+    pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 || std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options)) {}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    if (!WaitFor(pid_, 30, &status)) {
+      kill(pid_, SIGKILL);
+      WaitFor(pid_, 10, &status);
+    }
+  }
+}
+
+Status DaemonProcess::Start() {
+  if (pid_ > 0) return Status::FailedPrecondition("daemon already started");
+  std::string root = options_.temp_root;
+  if (root.empty()) {
+    const char* t = std::getenv("TMPDIR");
+    root = t != nullptr && *t != '\0' ? t : "/tmp";
+  }
+  std::string pattern = root + "/transposed_test.XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (mkdtemp(buf.data()) == nullptr)
+    return Status::Internal("mkdtemp " + pattern + ": " + std::strerror(errno));
+  dir_ = buf.data();
+  const fs::path port_file = dir_ / "port";
+
+  std::vector<std::string> argv = {options_.binary,
+                                   "--listen", "127.0.0.1:0",
+                                   "--port-file", port_file.string(),
+                                   "--db", db().string(),
+                                   "--backend", options_.backend,
+                                   "--log-file", log().string(),
+                                   "--log-level", "info",
+                                   "--tune-budget", std::to_string(options_.tune_budget_seconds)};
+  argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const std::string out = (dir_ / "daemon.out").string(), err = (dir_ / "daemon.err").string();
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    pid_ = -1;
+    return Status::Unavailable("posix_spawn " + options_.binary + ": " + std::strerror(rc));
+  }
+
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::duration<double>(options_.start_timeout_seconds);
+  while (true) {
+    std::string text = ReadFileOrEmpty(port_file);
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    char* endp = nullptr;
+    long port = text.empty() ? 0 : std::strtol(text.c_str(), &endp, 10);
+    if (port > 0 && port < 65536 && endp != nullptr && *endp == '\0') {
+      port_ = static_cast<int>(port);
+      address_ = "127.0.0.1:" + std::to_string(port_);
+      return Status::OK();
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return Status::Unavailable("the daemon exited before serving (" + DescribeWait(status) +
+                                 ")\nstderr:\n" + ReadFileOrEmpty(err) + "\nlog:\n" +
+                                 ReadFileOrEmpty(log()));
+    }
+    if (std::chrono::steady_clock::now() > end) {
+      return Status::Unavailable("the daemon did not write its port file " + port_file.string() +
+                                 " in time; log:\n" + ReadFileOrEmpty(log()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Status DaemonProcess::Stop(double seconds) {
+  if (pid_ <= 0) return Status::FailedPrecondition("daemon not running");
+  kill(pid_, SIGTERM);
+  int status = 0;
+  if (!WaitFor(pid_, seconds, &status)) {
+    kill(pid_, SIGKILL);
+    WaitFor(pid_, 10, &status);
+    pid_ = -1;
+    return Status::Internal("the daemon did not exit within the timeout of SIGTERM");
+  }
+  pid_ = -1;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Status::Internal("the daemon should exit 0 on SIGTERM, got " + DescribeWait(status));
+  return Status::OK();
+}
+
+void DaemonProcess::RemoveDir() {
+  std::error_code ec;
+  if (!dir_.empty()) fs::remove_all(dir_, ec);
+}
+
+}  // namespace transposed::testing

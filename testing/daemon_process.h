@@ -1,0 +1,62 @@
+// DaemonProcess: the one helper that spawns the real `transposed` daemon for tests.
+//
+// Start() runs the daemon binary in a fresh temporary directory (database, log, port file there)
+// on an ephemeral port of 127.0.0.1 and waits until it has written its port file; Stop() sends
+// SIGTERM and waits for a graceful exit. C++ tests use the class directly; tests written in other
+// languages (CMake scripts, Python, shell) run under `with_daemon` (testing/with_daemon.cc), which
+// starts one daemon, exports its address as TRANSPOSED_SERVER and runs their command.
+// Thread-compatible: one thread drives a DaemonProcess.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace transposed::testing {
+
+struct DaemonOptions {
+  std::string binary;                 // path of `transposed`
+  std::string backend = "cpu";        // --backend
+  double tune_budget_seconds = 5;     // --tune-budget
+  std::vector<std::string> extra_args;
+  // Where the temporary directory is made; empty: $TMPDIR, else /tmp.
+  std::string temp_root;
+  double start_timeout_seconds = 60;
+};
+
+class DaemonProcess {
+ public:
+  explicit DaemonProcess(DaemonOptions options);
+  ~DaemonProcess();  // stops the daemon (SIGTERM, then SIGKILL) if it still runs
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  // Makes the directory, spawns the daemon, waits for its port. UNAVAILABLE with the daemon's
+  // stderr and log when it exits first or does not serve within the timeout.
+  Status Start();
+  // SIGTERM, then waits up to `seconds` for exit 0 (INTERNAL otherwise, after a SIGKILL).
+  Status Stop(double seconds = 30);
+
+  const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
+  int port() const { return port_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  std::filesystem::path db() const { return dir_ / "cache.db"; }
+  std::filesystem::path log() const { return dir_ / "daemon.log"; }
+  // Removes the temporary directory (call after Stop when the test passed).
+  void RemoveDir();
+
+ private:
+  DaemonOptions options_;
+  std::filesystem::path dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string address_;
+};
+
+std::string ReadFileOrEmpty(const std::filesystem::path& path);
+
+}  // namespace transposed::testing
