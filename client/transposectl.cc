@@ -6,6 +6,10 @@
 //   transposectl list   [filters] [--candidates] [--limit N]
 //   transposectl delete [filters] [--all]
 //
+// Many daemons at once: --server a:1,b:2 (or --servers-file FILE) asks every daemon in parallel
+// for `list`, `devices` or `get --cache-only` and merges the rows, each naming its daemon
+// (client/fleet.h); --json prints the merged v1::FleetReply through protobuf's JSON printer.
+//
 // Exit status: 0 success, 1 the daemon answered with an error, 2 usage error, 3 the daemon could
 // not be reached (UNAVAILABLE). Errors go to stderr as "transposectl: CODE: message".
 #include <CLI/CLI.hpp>
@@ -14,8 +18,10 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "client/client.h"
+#include "client/fleet.h"
 #include "client/format.h"
 
 namespace transposed {
@@ -25,8 +31,10 @@ constexpr char kDefaultServer[] = "127.0.0.1:50051";
 
 struct Globals {
   std::string server;
+  std::string servers_file;
   bool json = false;
   double timeout = 600;
+  int parallel = 16;
 };
 
 struct ProblemFlags {
@@ -208,6 +216,75 @@ int RunDelete(Client& client, const Globals& g, const FilterFlags& f, bool all) 
   return 0;
 }
 
+// --- many daemons (client/fleet.h) -------------------------------------------------------------
+
+int PrintFleet(const Globals& g, const v1::FleetReply& reply, const std::string& what) {
+  if (g.json) {
+    auto json = FleetToJson(reply);
+    if (!json.ok()) return Fail(json.status());
+    std::cout << *json << std::endl;
+  } else {
+    std::cout << FleetToText(reply, what);
+  }
+  // Text output shows errors as rows; JSON output keeps stdout machine-readable, so say it here too.
+  for (const auto& row : reply.rows()) {
+    if (g.json && row.has_error() && row.error().code() != "NOT_FOUND")
+      std::cerr << "transposectl: " << row.node() << ": " << row.error().code() << ": "
+                << row.error().message() << std::endl;
+  }
+  // 3: no daemon could be reached; 1: some daemon failed (or, get --cache-only, none had it).
+  bool all_unavailable = reply.failed() == reply.nodes();
+  for (const auto& row : reply.rows())
+    all_unavailable = all_unavailable && (!row.has_error() || row.error().code() == "UNAVAILABLE");
+  if (reply.failed() > 0 && all_unavailable) return 3;
+  if (reply.failed() > 0) return 1;
+  if (reply.missed() > 0 && reply.missed() == reply.nodes()) return 1;
+  return 0;
+}
+
+int RunFleet(const std::vector<std::string>& servers, const Globals& g, CLI::App* get,
+             const ProblemFlags& get_flags, bool cache_only, CLI::App* devices, CLI::App* list,
+             const FilterFlags& list_flags, bool candidates, int limit) {
+  FleetOptions options;
+  options.client.deadline_seconds = g.timeout;
+  options.parallelism = g.parallel;
+  if (devices->parsed()) {
+    auto results = FanOut(servers, options, [](Client& c, std::vector<v1::FleetRow>* rows) -> Status {
+      TR_ASSIGN_OR_RETURN(auto devices, c.ListDevices());
+      for (auto& d : devices) *rows->emplace_back().mutable_device() = std::move(d);
+      return Status::OK();
+    });
+    return PrintFleet(g, MergeFleet(results, FleetOrder::kNodeOrder, false), "devices");
+  }
+  if (list->parsed()) {
+    v1::ListEntriesRequest request;
+    *request.mutable_filter() = BuildFilter(list_flags);
+    request.set_include_candidates(candidates);
+    request.set_limit(limit);
+    auto results = FanOut(servers, options, [&](Client& c, std::vector<v1::FleetRow>* rows) -> Status {
+      TR_ASSIGN_OR_RETURN(auto entries, c.ListEntries(request));
+      for (auto& e : entries) *rows->emplace_back().mutable_entry() = std::move(e);
+      return Status::OK();
+    });
+    return PrintFleet(g, MergeFleet(results, FleetOrder::kNewestFirst, false), "entries");
+  }
+  if (get->parsed()) {
+    if (!cache_only) {
+      return Usage("get: with several daemons only --cache-only is allowed (a miss would tune on "
+                   "every one of them)");
+    }
+    const v1::Problem problem = BuildProblem(get_flags);
+    auto results = FanOut(servers, options, [&](Client& c, std::vector<v1::FleetRow>* rows) -> Status {
+      TR_ASSIGN_OR_RETURN(auto answer, c.GetConfig(problem, v1::CACHE_ONLY));
+      *rows->emplace_back().mutable_answer() = std::move(answer);
+      return Status::OK();
+    });
+    return PrintFleet(g, MergeFleet(results, FleetOrder::kNodeOrder, true), "answers");
+  }
+  return Usage("with several daemons (--server a,b or --servers-file) only list, devices and "
+               "get --cache-only are allowed");
+}
+
 int Main(int argc, char** argv) {
   Globals g;
   const char* env = std::getenv("TRANSPOSED_SERVER");
@@ -215,8 +292,14 @@ int Main(int argc, char** argv) {
 
   CLI::App app{"transposectl: ask the transposed daemon for the best GPU transpose configuration"};
   app.require_subcommand(1);
-  app.add_option("--server", g.server, "Daemon address HOST:PORT (env TRANSPOSED_SERVER)")
+  app.add_option("--server", g.server,
+                 "Daemon address HOST:PORT, or several separated by commas (env TRANSPOSED_SERVER)")
       ->capture_default_str();
+  app.add_option("--servers-file", g.servers_file,
+                 "File with one daemon address per line (# comments): ask them all");
+  app.add_option("--parallel", g.parallel, "With several daemons: how many are asked at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxFleetParallelism));
   app.add_flag("--json", g.json, "Print JSON instead of text");
   app.add_option("--timeout", g.timeout, "Deadline of the call in seconds")
       ->capture_default_str()
@@ -260,9 +343,29 @@ int Main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  std::vector<std::string> servers;
+  if (!g.servers_file.empty()) {
+    auto from_file = ReadServersFile(g.servers_file);
+    if (!from_file.ok()) return Usage(from_file.status().ToString());
+    servers = std::move(from_file).value();
+  } else {
+    auto parsed = ParseServerList(g.server);
+    if (!parsed.ok()) return Usage(parsed.status().ToString());
+    servers = std::move(parsed).value();
+  }
+  if (servers.size() > 1 || !g.servers_file.empty()) {
+    if (tune->parsed() || del->parsed()) {
+      return Usage(std::string(tune->parsed() ? "tune" : "delete") +
+                   ": asks one daemon; with several (--server a,b or --servers-file) only list, "
+                   "devices and get --cache-only are allowed");
+    }
+    return RunFleet(servers, g, get, get_flags, cache_only, devices, list, list_flags, candidates,
+                    limit);
+  }
+
   ClientOptions options;
   options.deadline_seconds = g.timeout;
-  auto client = Client::Connect(g.server, options);
+  auto client = Client::Connect(servers.front(), options);
   if (!client.ok()) return Usage(client.status().ToString());
   Client& c = **client;
 
