@@ -24,6 +24,11 @@ constexpr CodePair kCodes[] = {
     {StatusCode::kUnavailable, grpc::StatusCode::UNAVAILABLE},
 };
 
+// A status message travels in the grpc-message trailer, whose size gRPC limits (8 KiB of metadata
+// by default; more breaks the call with RESOURCE_EXHAUSTED). Messages quote request values only
+// through Quote(), but whatever builds one, it is cut here.
+constexpr size_t kMaxMessageBytes = 1024;
+
 }  // namespace
 
 grpc::StatusCode ToGrpcCode(StatusCode code) {
@@ -34,6 +39,11 @@ grpc::StatusCode ToGrpcCode(StatusCode code) {
 
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  if (status.message().size() > kMaxMessageBytes) {
+    return grpc::Status(ToGrpcCode(status.code()),
+                        status.message().substr(0, kMaxMessageBytes) + "... (message cut, " +
+                            std::to_string(status.message().size()) + " bytes)");
+  }
   return grpc::Status(ToGrpcCode(status.code()), status.message());
 }
 

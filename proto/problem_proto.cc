@@ -1,5 +1,7 @@
 #include "proto/problem_proto.h"
 
+#include "core/text.h"
+
 namespace transposed {
 
 std::string DTypeNameList() {
@@ -14,15 +16,18 @@ std::string DTypeNameList() {
 StatusOr<DType> ParseDTypeField(const std::string& name, const std::string& field) {
   if (name.empty())
     return Status::InvalidArgument(field + ": required (one of " + DTypeNameList() + ")");
+  TR_RETURN_IF_ERROR(CheckFieldLength(field, name));
   auto t = ParseDType(name);
   if (!t.has_value())
-    return Status::InvalidArgument(field + ": unknown element type '" + name +
-                                   "' (expected one of " + DTypeNameList() + ")");
+    return Status::InvalidArgument(field + ": unknown element type " + Quote(name) +
+                                   " (expected one of " + DTypeNameList() + ")");
   return *t;
 }
 
 StatusOr<Problem> ProblemFromProto(const v1::Problem& p) {
   Problem out;
+  if (p.device().selector_case() == v1::DeviceSelector::kUuid)
+    TR_RETURN_IF_ERROR(CheckFieldLength("problem.device.uuid", p.device().uuid()));
   out.rows = p.rows();
   out.cols = p.cols();
   if (p.has_batch()) {

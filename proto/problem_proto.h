@@ -17,10 +17,12 @@ namespace transposed {
 // "f16, bf16, f32, ..." (every DTypeName).
 std::string DTypeNameList();
 // Parses a dtype name for the request field `field` ("problem.dtype", "filter.dtype"):
-// INVALID_ARGUMENT "<field>: required ..." when empty, "<field>: unknown element type 'x'
-// (expected one of f16, bf16, ...)" when unknown.
+// INVALID_ARGUMENT "<field>: required ..." when empty, "<field>: too long ..." over
+// kMaxFieldBytes, "<field>: unknown element type 'x' (expected one of f16, bf16, ...)" when
+// unknown (the name quoted and escaped by Quote()).
 StatusOr<DType> ParseDTypeField(const std::string& name, const std::string& field);
-// proto Problem -> core Problem: batch unset -> 1, set to <= 0 -> INVALID_ARGUMENT
+// proto Problem -> core Problem: strings longer than kMaxFieldBytes (core/text.h) ->
+// INVALID_ARGUMENT naming the field (dtype, device.uuid); batch unset -> 1, set to <= 0 -> INVALID_ARGUMENT
 // "problem.batch: ..."; negative leading dimensions -> "problem.ld_in/ld_out: ...". The device
 // selector is not part of the core problem.
 StatusOr<Problem> ProblemFromProto(const v1::Problem& p);

@@ -1,5 +1,9 @@
 #include "server/convert.h"
 
+#include <cmath>
+
+#include "core/text.h"
+
 namespace transposed {
 
 DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s) {
@@ -99,8 +103,39 @@ pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source) {
   return out;
 }
 
+StatusOr<ConfigRequest> ConfigRequestFromProto(const pb::GetConfigRequest& r) {
+  ConfigRequest out;
+  TR_ASSIGN_OR_RETURN(out.problem, ProblemFromProto(r.problem()));
+  out.device = DeviceRefFromProto(r.problem().device());
+  if (!pb::CachePolicy_IsValid(r.policy())) {
+    return Status::InvalidArgument("policy: unknown CachePolicy " + std::to_string(r.policy()) +
+                                   " (expected TUNE_IF_MISSING = 0 or CACHE_ONLY = 1)");
+  }
+  out.cache_only = r.policy() == pb::CACHE_ONLY;
+  return out;
+}
+
+StatusOr<ForcedTuneRequest> TuneRequestFromProto(const pb::TuneRequest& r) {
+  ForcedTuneRequest out;
+  TR_ASSIGN_OR_RETURN(out.problem, ProblemFromProto(r.problem()));
+  out.device = DeviceRefFromProto(r.problem().device());
+  if (!std::isfinite(r.budget_seconds())) {
+    return Status::InvalidArgument("budget_seconds: must be a finite number of seconds, got " +
+                                   std::to_string(r.budget_seconds()));
+  }
+  out.budget_seconds = r.budget_seconds();
+  out.exhaustive = r.exhaustive();
+  return out;
+}
+
 StatusOr<EntryQuery> EntryQueryFromProto(const pb::EntryFilter& f) {
   EntryQuery q;
+  TR_RETURN_IF_ERROR(CheckFieldLength("filter.device_fingerprint", f.device_fingerprint()));
+  if (f.has_device() && f.device().selector_case() == pb::DeviceSelector::kUuid)
+    TR_RETURN_IF_ERROR(CheckFieldLength("filter.device.uuid", f.device().uuid()));
+  TR_RETURN_IF_ERROR(CheckFieldLength("filter.dtype", f.dtype()));
+  TR_RETURN_IF_ERROR(CheckFieldLength("filter.variant", f.variant()));
+  TR_RETURN_IF_ERROR(CheckFieldLength("filter.library_version", f.library_version()));
   q.filter.device_fingerprint = f.device_fingerprint();
   if (f.has_device() && f.device().selector_case() != pb::DeviceSelector::SELECTOR_NOT_SET)
     q.device = DeviceRefFromProto(f.device());

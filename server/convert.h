@@ -33,8 +33,16 @@ pb::CandidateResult CandidateResultToProto(const CandidateResult& r, const std::
 pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source);
 pb::Source SourceToProto(AnswerSource s);
 
+// GetConfigRequest -> ConfigRequest: the problem (ProblemFromProto), its device, and the policy,
+// which must be a known CachePolicy (INVALID_ARGUMENT "policy: unknown CachePolicy 7 ...").
+StatusOr<ConfigRequest> ConfigRequestFromProto(const pb::GetConfigRequest& r);
+// TuneRequest -> ForcedTuneRequest; budget_seconds must be finite (INVALID_ARGUMENT
+// "budget_seconds: must be a finite number ..."); its range is the service's to check.
+StatusOr<ForcedTuneRequest> TuneRequestFromProto(const pb::TuneRequest& r);
+
 // EntryFilter -> EntryQuery (the device selector, if set, is resolved by the service).
-// INVALID_ARGUMENT "filter.dtype: ..." for an unknown dtype; negative rows/cols/time likewise.
+// INVALID_ARGUMENT "filter.dtype: ..." for an unknown dtype; negative rows/cols/time likewise;
+// a string longer than kMaxFieldBytes (core/text.h) names its field.
 StatusOr<EntryQuery> EntryQueryFromProto(const pb::EntryFilter& f);
 
 }  // namespace transposed

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "proto/grpc_status.h"
 
 namespace transposed {
@@ -263,6 +265,87 @@ TEST(ConvertTest, EntryQueryFromProto) {
   q = EntryQueryFromProto(bad);
   ASSERT_FALSE(q.ok());
   EXPECT_EQ(q.status().message().rfind("filter.rows:", 0), 0u);
+}
+
+// Hardening: every string field is length-capped and echoed escaped; enums are checked; numbers
+// must be finite.
+TEST(ConvertTest, LongStringsAreRefusedNamingTheFieldWithABoundedMessage) {
+  v1::GetConfigRequest g;
+  g.mutable_problem()->set_rows(8);
+  g.mutable_problem()->set_cols(8);
+  g.mutable_problem()->set_dtype(std::string(9000, 'x'));
+  auto r = ConfigRequestFromProto(g);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message().rfind("problem.dtype: too long (9000 bytes", 0), 0u)
+      << r.status().message();
+  EXPECT_LT(r.status().message().size(), 300u);
+
+  g.mutable_problem()->set_dtype("f32");
+  g.mutable_problem()->mutable_device()->set_uuid(std::string(5000, 'u'));
+  r = ConfigRequestFromProto(g);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("problem.device.uuid: too long", 0), 0u);
+
+  for (const char* field : {"device_fingerprint", "dtype", "variant", "library_version"}) {
+    v1::EntryFilter f;
+    const std::string big(1000, 'z');
+    if (std::string(field) == "device_fingerprint") f.set_device_fingerprint(big);
+    if (std::string(field) == "dtype") f.set_dtype(big);
+    if (std::string(field) == "variant") f.set_variant(big);
+    if (std::string(field) == "library_version") f.set_library_version(big);
+    auto q = EntryQueryFromProto(f);
+    ASSERT_FALSE(q.ok()) << field;
+    EXPECT_EQ(q.status().message().rfind(std::string("filter.") + field + ": too long", 0), 0u)
+        << q.status().message();
+  }
+}
+
+TEST(ConvertTest, ControlBytesInAnEchoedValueAreEscaped) {
+  v1::GetConfigRequest g;
+  g.mutable_problem()->set_rows(8);
+  g.mutable_problem()->set_cols(8);
+  g.mutable_problem()->set_dtype(std::string("f32\n2026-01-01 info forged\0\x1b", 28));
+  auto r = ConfigRequestFromProto(g);
+  ASSERT_FALSE(r.ok());
+  const std::string m = r.status().message();
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  EXPECT_EQ(m.find('\0'), std::string::npos);
+  EXPECT_EQ(m.find('\x1b'), std::string::npos);
+  EXPECT_NE(m.find("'f32\\n2026-01-01 info forged\\x00\\x1b'"), std::string::npos) << m;
+}
+
+TEST(ConvertTest, UnknownCachePolicyIsInvalidArgument) {
+  v1::GetConfigRequest g;
+  g.mutable_problem()->set_rows(8);
+  g.mutable_problem()->set_cols(8);
+  g.mutable_problem()->set_dtype("f32");
+  g.set_policy(static_cast<v1::CachePolicy>(7));
+  auto r = ConfigRequestFromProto(g);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message().rfind("policy: unknown CachePolicy 7", 0), 0u);
+  g.set_policy(v1::CACHE_ONLY);
+  r = ConfigRequestFromProto(g);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->cache_only);
+}
+
+TEST(ConvertTest, NonFiniteBudgetIsInvalidArgument) {
+  v1::TuneRequest t;
+  t.mutable_problem()->set_rows(8);
+  t.mutable_problem()->set_cols(8);
+  t.mutable_problem()->set_dtype("f32");
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    t.set_budget_seconds(bad);
+    auto r = TuneRequestFromProto(t);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message().rfind("budget_seconds: must be a finite number", 0), 0u);
+  }
+  t.set_budget_seconds(2.5);
+  auto r = TuneRequestFromProto(t);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->budget_seconds, 2.5);
 }
 
 }  // namespace

@@ -326,3 +326,90 @@ TEST_F(DaemonTest, HealthServiceAnswersServing) {
 
 }  // namespace
 }  // namespace transposed
+
+namespace transposed {
+namespace {
+
+// Hardening of the binary's inputs: --listen, the config file, request strings.
+TEST_F(DaemonTest, ListenPortOutOfRangeIsAUsageError) {
+  std::vector<std::string> args = Args();
+  args[1] = "127.0.0.1:70000";  // --listen
+  Daemon d(args);
+  EXPECT_EQ(d.Wait(30s), 2);
+  EXPECT_FALSE(fs::exists(dir_ / "port"));
+}
+
+TEST_F(DaemonTest, ConfigFileWithUnknownKeyOrSectionIsRefused) {
+  const fs::path config = dir_ / "bad.toml";
+  {
+    std::ofstream out(config);
+    out << "listen = \"127.0.0.1:0\"\n"
+        << "port-file = \"" << (dir_ / "cport").string() << "\"\n"
+        << "db = \"" << (dir_ / "c.db").string() << "\"\n"
+        << "backend = \"cpu\"\n"
+        << "tune-budegt = 3\n";
+  }
+  Daemon d({"--config", config.string()});
+  EXPECT_EQ(d.Wait(30s), 2);
+  EXPECT_FALSE(fs::exists(dir_ / "cport"));
+  {
+    std::ofstream out(config);
+    out << "[server]\n"
+        << "listen = \"127.0.0.1:0\"\n"
+        << "port-file = \"" << (dir_ / "cport").string() << "\"\n";
+  }
+  Daemon d2({"--config", config.string()});
+  EXPECT_EQ(d2.Wait(30s), 2);
+  EXPECT_FALSE(fs::exists(dir_ / "cport"));
+}
+
+// A 9 kB dtype used to come back as RESOURCE_EXHAUSTED "metadata size exceeds limit" (the whole
+// value echoed into the status trailer) and break other calls on the connection; a newline in a
+// field forged a log line.
+TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
+  Daemon d(Args());
+  const int port = d.WaitPort(dir_ / "port");
+  ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
+  auto stub = Connect(port);
+  std::vector<std::future<grpc::Status>> bad;
+  for (int i = 0; i < 8; ++i) {
+    bad.push_back(std::async(std::launch::async, [&] {
+      v1::GetConfigRequest req = Request(64, 64);
+      req.mutable_problem()->set_dtype(std::string(9000, 'x'));
+      v1::Answer a;
+      return Get(stub.get(), req, &a);
+    }));
+  }
+  v1::Answer good;
+  grpc::Status s = Get(stub.get(), Request(32, 48), &good);
+  EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  for (auto& f : bad) {
+    grpc::Status b = f.get();
+    EXPECT_EQ(b.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << b.error_message();
+    EXPECT_EQ(b.error_message().rfind("problem.dtype: too long (9000 bytes", 0), 0u);
+    EXPECT_LT(b.error_message().size(), 300u);
+  }
+  v1::GetConfigRequest req = Request(64, 64);
+  req.mutable_problem()->set_dtype("f32\n2026-01-01T00:00:00.000 info forged line");
+  v1::Answer a;
+  s = Get(stub.get(), req, &a);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().find('\n'), std::string::npos) << s.error_message();
+  req.mutable_problem()->set_dtype("f32");
+  req.set_policy(static_cast<v1::CachePolicy>(7));
+  s = Get(stub.get(), req, &a);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(20s), 0);
+  const std::string log = ReadFile(dir_ / "log");
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_NE(line.rfind("2026-01-01T00:00:00.000 info forged", 0), 0u) << line;
+  EXPECT_NE(log.find("f32\\n2026-01-01T00:00:00.000 info forged line"), std::string::npos) << log;
+  EXPECT_LT(log.size(), 20000u);
+  // The unknown policy did not tune.
+  EXPECT_EQ(CountOccurrences(log, "tune start"), 1) << log;
+}
+
+}  // namespace
+}  // namespace transposed

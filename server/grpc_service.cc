@@ -6,8 +6,9 @@
 #include <chrono>
 #include <string>
 
-#include "server/convert.h"
+#include "core/text.h"
 #include "proto/grpc_status.h"
+#include "server/convert.h"
 
 namespace transposed {
 
@@ -25,7 +26,7 @@ std::string DescribeSelector(const v1::DeviceSelector& s) {
     case v1::DeviceSelector::kIndex:
       return std::to_string(s.index());
     case v1::DeviceSelector::kUuid:
-      return s.uuid();
+      return Quote(s.uuid());
     case v1::DeviceSelector::SELECTOR_NOT_SET:
       break;
   }
@@ -35,7 +36,7 @@ std::string DescribeSelector(const v1::DeviceSelector& s) {
 // The problem as the log shows it: the parsed problem, or the raw fields when it did not parse.
 std::string DescribeProblem(const StatusOr<Problem>& parsed, const v1::Problem& raw) {
   if (parsed.ok()) return parsed->ToString();
-  return std::to_string(raw.rows()) + "x" + std::to_string(raw.cols()) + " '" + raw.dtype() + "'";
+  return std::to_string(raw.rows()) + "x" + std::to_string(raw.cols()) + " " + Quote(raw.dtype());
 }
 
 RequestContext ContextOf(grpc::ServerContext* context, const std::atomic<bool>* write_failed) {
@@ -66,13 +67,10 @@ grpc::Status GrpcTransposer::GetConfig(grpc::ServerContext* context,
   StatusOr<Problem> problem = ProblemFromProto(request->problem());
   std::string device = DescribeSelector(request->problem().device());
   std::string source = "-";
-  Status status = problem.status();
+  StatusOr<ConfigRequest> req = ConfigRequestFromProto(*request);
+  Status status = req.status();
   if (status.ok()) {
-    ConfigRequest req;
-    req.problem = *problem;
-    req.device = DeviceRefFromProto(request->problem().device());
-    req.cache_only = request->policy() == v1::CACHE_ONLY;
-    auto answer = service_->GetConfig(req, ContextOf(context, nullptr));
+    auto answer = service_->GetConfig(*req, ContextOf(context, nullptr));
     status = answer.status();
     if (answer.ok()) {
       *response = AnswerToProto(answer->result, answer->source);
@@ -92,14 +90,11 @@ grpc::Status GrpcTransposer::Tune(grpc::ServerContext* context, const v1::TuneRe
   const auto start = Clock::now();
   StatusOr<Problem> problem = ProblemFromProto(request->problem());
   std::string device = DescribeSelector(request->problem().device());
-  Status status = problem.status();
+  StatusOr<ForcedTuneRequest> parsed = TuneRequestFromProto(*request);
+  Status status = parsed.status();
   int streamed = 0;
   if (status.ok()) {
-    ForcedTuneRequest req;
-    req.problem = *problem;
-    req.device = DeviceRefFromProto(request->problem().device());
-    req.budget_seconds = request->budget_seconds();
-    req.exhaustive = request->exhaustive();
+    const ForcedTuneRequest& req = *parsed;
     std::atomic<bool> write_failed{false};
     int last_index = 0, last_total = 0;
     std::string backend = "";

@@ -25,6 +25,7 @@
 #include "server/backends.h"
 #include "server/grpc_service.h"
 #include "server/service.h"
+#include "server/startup.h"
 #include "server/store.h"
 
 namespace {
@@ -111,10 +112,29 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", flags.port_file,
                  "write the bound port to this file once serving (atomically, via rename)");
   CLI11_PARSE(app, argc, argv);
+  // Usage errors CLI11 lets through: a config file with keys or sections it would ignore, a
+  // --listen it would hand to gRPC unchecked.
+  if (const CLI::Option* config = app.get_config_ptr(); config != nullptr && config->count() > 0) {
+    transposed::Status s = transposed::CheckConfigFile(app, config->as<std::string>());
+    if (!s.ok()) {
+      std::fprintf(stderr, "transposed: --config %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  auto listen = transposed::ParseListenAddress(flags.listen);
+  if (!listen.ok()) {
+    std::fprintf(stderr, "transposed: %s\n", listen.status().message().c_str());
+    return 2;
+  }
 
   if (!SetUpLogging(flags)) return 1;
   spdlog::info("transposed {} starting (kernel library {}), pid {}", transposed::kProjectVersion,
                transposed::kLibraryVersion, static_cast<long>(getpid()));
+  {
+    std::string note;
+    transposed::RaiseFileLimit(&note);
+    spdlog::info("{}", note);
+  }
 
   transposed::BackendOptions backend_options;
   backend_options.cpu_threads = flags.cpu_threads;

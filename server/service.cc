@@ -3,7 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
 #include <utility>
+
+#include "core/text.h"
 
 namespace transposed {
 
@@ -159,7 +162,7 @@ StatusOr<int> TransposeService::ResolveDevice(const DeviceRef& ref,
   if (ref.uuid.has_value()) {
     for (const auto& d : devices_)
       if (d.uuid == *ref.uuid) return d.index;
-    return Status::NotFound(field + ": no device with uuid '" + *ref.uuid + "'" + have);
+    return Status::NotFound(field + ": no device with uuid " + Quote(*ref.uuid) + have);
   }
   return 0;
 }
@@ -243,9 +246,12 @@ StatusOr<ConfigAnswer> TransposeService::Tune(const ForcedTuneRequest& request,
                                               const RequestContext& ctx) {
   TR_ASSIGN_OR_RETURN(const int device, ResolveDevice(request.device));
   TR_RETURN_IF_ERROR(CheckProblem(request.problem, device));
-  if (request.budget_seconds < 0)
-    return Status::InvalidArgument("budget_seconds: must be >= 0 (0: the daemon's default), got " +
-                                   std::to_string(request.budget_seconds));
+  if (!std::isfinite(request.budget_seconds) || request.budget_seconds < 0 ||
+      request.budget_seconds > kMaxTuneBudgetSeconds) {
+    return Status::InvalidArgument("budget_seconds: must be >= 0 (0: the daemon's default) and <= " +
+                                   std::to_string(static_cast<int>(kMaxTuneBudgetSeconds)) +
+                                   ", got " + std::to_string(request.budget_seconds));
+  }
   TuneOptions options = options_.tune;
   options.budget_seconds =
       request.budget_seconds > 0 ? request.budget_seconds : options_.tune_budget_seconds;
@@ -381,8 +387,9 @@ StatusOr<StoreFilter> TransposeService::ResolveQuery(const EntryQuery& query) co
     TR_ASSIGN_OR_RETURN(const int device, ResolveDevice(*query.device, "filter.device"));
     const std::string& fp = fingerprints_[device];
     if (!filter.device_fingerprint.empty() && filter.device_fingerprint != fp) {
-      return Status::InvalidArgument("filter.device_fingerprint: '" + filter.device_fingerprint +
-                                     "' contradicts filter.device (device " +
+      return Status::InvalidArgument("filter.device_fingerprint: " +
+                                     Quote(filter.device_fingerprint) +
+                                     " contradicts filter.device (device " +
                                      std::to_string(device) + " has fingerprint " + fp + ")");
     }
     filter.device_fingerprint = fp;

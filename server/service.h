@@ -52,6 +52,9 @@ struct ConfigRequest {
   bool cache_only = false;
 };
 
+// The longest budget a Tune request may ask for (a tune holds its device for that long).
+inline constexpr double kMaxTuneBudgetSeconds = 3600;
+
 struct ForcedTuneRequest {
   Problem problem;
   DeviceRef device;

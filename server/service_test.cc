@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -579,6 +581,27 @@ TEST(ServiceCreateTest, RegistersDevicesAndRejectsNoBackends) {
   ASSERT_TRUE(devices.ok());
   ASSERT_EQ(devices->size(), 1u);
   EXPECT_EQ((*devices)[0].Fingerprint(), (*s)->ListDevices()[0].Fingerprint());
+}
+
+}  // namespace
+}  // namespace transposed
+
+namespace transposed {
+namespace {
+
+TEST_F(ServiceTest, TuneBudgetMustBeFiniteAndBounded) {
+  Start();
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL, kMaxTuneBudgetSeconds + 1}) {
+    ForcedTuneRequest r;
+    r.problem = P(64, 64);
+    r.budget_seconds = bad;
+    auto a = service_->Tune(r, nullptr);
+    ASSERT_FALSE(a.ok()) << bad;
+    EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(a.status().message().rfind("budget_seconds: must be >= 0", 0), 0u)
+        << a.status().message();
+  }
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 0);
 }
 
 }  // namespace
