@@ -411,5 +411,112 @@ TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
   EXPECT_EQ(CountOccurrences(log, "tune start"), 1) << log;
 }
 
+// A caller whose deadline passes before its tune ends gets DEADLINE_EXCEEDED, but the tune runs
+// to the end and is stored: a CACHE_ONLY request a little later finds the answer.
+TEST_F(DaemonTest, ShortDeadlineDetachesButTheTuneIsStored) {
+  Daemon d(Args());
+  ASSERT_TRUE(d.started());
+  const int port = d.WaitPort(dir_ / "port");
+  ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
+  auto stub = Connect(port);
+  v1::GetConfigRequest req = Request(1024, 1536);
+  req.mutable_problem()->set_dtype("f64");  // 12 MiB: well over 0.3 s to tune on one CPU thread
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 300ms);
+    v1::Answer a;
+    const grpc::Status s = stub->GetConfig(&ctx, req, &a);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  }
+  req.set_policy(v1::CACHE_ONLY);
+  grpc::Status found;
+  v1::Answer answer;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  do {
+    std::this_thread::sleep_for(200ms);
+    answer.Clear();
+    found = Get(stub.get(), req, &answer);
+  } while (found.error_code() == grpc::StatusCode::NOT_FOUND &&
+           std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(found.ok()) << found.error_message() << "\n" << ReadFile(dir_ / "log");
+  EXPECT_EQ(answer.source(), v1::SOURCE_CACHE);
+  EXPECT_GT(answer.tune_seconds(), 0.3);
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(20s), 0);
+  const std::string log = ReadFile(dir_ / "log");
+  EXPECT_EQ(CountOccurrences(log, "tune start device=0 problem=1024x1536.b1.f64"), 1) << log;
+  EXPECT_EQ(CountOccurrences(log, "tune done device=0 problem=1024x1536.b1.f64"), 1) << log;
+  EXPECT_NE(log.find("rpc=GetConfig problem=1024x1536 f64 device=0 source=- latency_ms="),
+            std::string::npos)
+      << log;
+}
+
+// Health answers SERVING for the Transposer service by name, as well as for the server ("").
+TEST_F(DaemonTest, HealthServesTheTransposerByName) {
+  Daemon d(Args());
+  ASSERT_TRUE(d.started());
+  const int port = d.WaitPort(dir_ / "port");
+  ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  auto check = [&](const std::string& service, std::string* bytes) {
+    // HealthCheckRequest{service}: field 1, length-delimited.
+    std::string encoded;
+    if (!service.empty()) encoded = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
+    grpc::Slice slice(encoded);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                   [&done](grpc::Status s) { done.set_value(std::move(s)); });
+    const grpc::Status status = done.get_future().get();
+    std::vector<grpc::Slice> slices;
+    bytes->clear();
+    if (status.ok() && response.Dump(&slices).ok())
+      for (const auto& s : slices) bytes->append(reinterpret_cast<const char*>(s.begin()), s.size());
+    return status;
+  };
+  std::string bytes;
+  grpc::Status s = check("transposed.v1.Transposer", &bytes);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // SERVING
+  s = check("no.such.Service", &bytes);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(20s), 0);
+}
+
+// SIGHUP reopens the log file: after logrotate moved it away, new lines go to a new file.
+TEST_F(DaemonTest, SighupReopensTheLogFile) {
+  Daemon d(Args());
+  ASSERT_TRUE(d.started());
+  const int port = d.WaitPort(dir_ / "port");
+  ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
+  auto stub = Connect(port);
+  v1::Answer a;
+  ASSERT_TRUE(Get(stub.get(), Request(32, 48), &a).ok());
+  fs::rename(dir_ / "log", dir_ / "log.1");
+  d.Signal(SIGHUP);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!fs::exists(dir_ / "log") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(fs::exists(dir_ / "log"));
+  ASSERT_TRUE(Get(stub.get(), Request(32, 48), &a).ok());
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(20s), 0);
+  const std::string old_log = ReadFile(dir_ / "log.1");
+  const std::string new_log = ReadFile(dir_ / "log");
+  EXPECT_NE(old_log.find("source=tuned"), std::string::npos) << old_log;
+  EXPECT_EQ(old_log.find("source=cache"), std::string::npos) << old_log;
+  EXPECT_NE(new_log.find("received SIGHUP, reopened the log file"), std::string::npos) << new_log;
+  EXPECT_NE(new_log.find("rpc=GetConfig problem=32x48 f32 device=0 source=cache"),
+            std::string::npos)
+      << new_log;
+  EXPECT_NE(new_log.find("shutdown complete"), std::string::npos) << new_log;
+}
+
 }  // namespace
 }  // namespace transposed

@@ -1,24 +1,20 @@
 #include "server/grpc_service.h"
 
-#include <spdlog/spdlog.h>
-
 #include <atomic>
-#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "core/text.h"
+#include "core/mutex.h"
 #include "proto/grpc_status.h"
 #include "server/convert.h"
 
 namespace transposed {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double MillisSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 // How a request named its device, for the log line when there is no answer to take it from.
 std::string DescribeSelector(const v1::DeviceSelector& s) {
@@ -39,122 +35,292 @@ std::string DescribeProblem(const StatusOr<Problem>& parsed, const v1::Problem& 
   return std::to_string(raw.rows()) + "x" + std::to_string(raw.cols()) + " " + Quote(raw.dtype());
 }
 
-RequestContext ContextOf(grpc::ServerContext* context, const std::atomic<bool>* write_failed) {
-  RequestContext ctx;
-  ctx.is_cancelled = [context, write_failed] {
-    return context->IsCancelled() || (write_failed != nullptr && write_failed->load());
-  };
-  return ctx;
+const Status& ClientGone() {
+  static const Status* s = new Status(Status::Cancelled(
+      "the client went away or its deadline passed; the tune goes on and will be cached"));
+  return *s;
 }
 
 }  // namespace
 
-class GrpcTransposer::InflightGuard {
+// One GetConfig call. Owned by shared_ptrs: its own (dropped in OnDone) and the service's
+// callback (dropped when answered or detached); `finished_` picks the one answer that is sent.
+class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
  public:
-  explicit InflightGuard(std::atomic<int>* n) : n_(n) { n_->fetch_add(1); }
-  ~InflightGuard() { n_->fetch_sub(1); }
-  InflightGuard(const InflightGuard&) = delete;
-  InflightGuard& operator=(const InflightGuard&) = delete;
+  static grpc::ServerUnaryReactor* Start(GrpcTransposer* owner,
+                                         grpc::CallbackServerContext* context,
+                                         const v1::GetConfigRequest& request,
+                                         v1::Answer* response) {
+    std::shared_ptr<GetConfigCall> call(new GetConfigCall(owner, context, response));
+    call->self_ = call;
+    call->Begin(request);
+    return call.get();
+  }
+
+  void OnCancel() override {
+    std::shared_ptr<TransposeService::Waiter> waiter;
+    {
+      MutexLock l(&mu_);
+      cancelled_ = true;
+      waiter.swap(waiter_);
+    }
+    owner_->service_->Detach(waiter);
+    Complete(ClientGone());
+  }
+
+  void OnDone() override {
+    owner_->inflight_.fetch_sub(1);
+    self_.reset();  // may delete this
+  }
 
  private:
-  std::atomic<int>* n_;
-};
+  GetConfigCall(GrpcTransposer* owner, grpc::CallbackServerContext* context, v1::Answer* response)
+      : owner_(owner), context_(context), response_(response) {
+    owner_->inflight_.fetch_add(1);
+  }
 
-grpc::Status GrpcTransposer::GetConfig(grpc::ServerContext* context,
-                                       const v1::GetConfigRequest* request, v1::Answer* response) {
-  InflightGuard guard(&inflight_);
-  const auto start = Clock::now();
-  StatusOr<Problem> problem = ProblemFromProto(request->problem());
-  std::string device = DescribeSelector(request->problem().device());
-  std::string source = "-";
-  StatusOr<ConfigRequest> req = ConfigRequestFromProto(*request);
-  Status status = req.status();
-  if (status.ok()) {
-    auto answer = service_->GetConfig(*req, ContextOf(context, nullptr));
-    status = answer.status();
+  void Begin(const v1::GetConfigRequest& request) {
+    problem_ = DescribeProblem(ProblemFromProto(request.problem()), request.problem());
+    device_ = DescribeSelector(request.problem().device());
+    const StatusOr<ConfigRequest> req = ConfigRequestFromProto(request);
+    if (!req.ok()) {
+      Complete(req.status());
+      return;
+    }
+    std::shared_ptr<GetConfigCall> self = self_;
+    auto waiter = owner_->service_->StartGetConfig(
+        *req, [self](StatusOr<ConfigAnswer> answer) { self->Complete(answer); });
+    bool detach = false;
+    {
+      MutexLock l(&mu_);
+      if (cancelled_) {
+        detach = true;
+      } else {
+        waiter_ = waiter;
+      }
+    }
+    if (detach) owner_->service_->Detach(waiter);
+  }
+
+  // The first call sends the answer; later ones (a tune ending after the client left) do nothing.
+  void Complete(const StatusOr<ConfigAnswer>& answer) {
+    if (finished_.exchange(true)) return;
+    std::string source = "-";
     if (answer.ok()) {
-      *response = AnswerToProto(answer->result, answer->source);
-      device = std::to_string(answer->device_index);
+      *response_ = AnswerToProto(answer->result, answer->source);
+      device_ = std::to_string(answer->device_index);
       source = AnswerSourceName(answer->source);
     }
+    owner_->Note(context_, "problem=" + problem_ + " device=" + device_ + " source=" + source);
+    Finish(ToGrpcStatus(answer.status()));
   }
-  spdlog::info("rpc=GetConfig problem={} device={} source={} latency_ms={:.3f} status={}",
-               DescribeProblem(problem, request->problem()), device, source, MillisSince(start),
-               status.ToString());
-  return ToGrpcStatus(status);
-}
 
-grpc::Status GrpcTransposer::Tune(grpc::ServerContext* context, const v1::TuneRequest* request,
-                                  grpc::ServerWriter<v1::TuneProgress>* writer) {
-  InflightGuard guard(&inflight_);
-  const auto start = Clock::now();
-  StatusOr<Problem> problem = ProblemFromProto(request->problem());
-  std::string device = DescribeSelector(request->problem().device());
-  StatusOr<ForcedTuneRequest> parsed = TuneRequestFromProto(*request);
-  Status status = parsed.status();
-  int streamed = 0;
-  if (status.ok()) {
-    const ForcedTuneRequest& req = *parsed;
-    std::atomic<bool> write_failed{false};
-    int last_index = 0, last_total = 0;
-    std::string backend = "";
-    {
-      // The backend name of the device the tune runs on, for the streamed variants.
-      auto idx = service_->ResolveDevice(req.device);
-      if (idx.ok()) backend = service_->ListDevices()[*idx].backend;
+  GrpcTransposer* const owner_;
+  grpc::CallbackServerContext* const context_;
+  v1::Answer* const response_;  // gRPC's, valid until OnDone; written only by the finisher
+  std::shared_ptr<GetConfigCall> self_;  // set in Start, dropped in OnDone
+  std::string problem_;                  // for the note; written before any answer can come
+  std::string device_;                   // written by Begin, then only by the finisher
+  std::atomic<bool> finished_{false};
+  Mutex mu_;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);
+};
+
+// One Tune call: candidate results arrive on the device worker's thread and are written one at a
+// time (gRPC allows one write in flight); the answer or the error finishes the stream after them.
+// Every gRPC operation is started outside mu_, decided under it (Pump).
+class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgress> {
+ public:
+  static grpc::ServerWriteReactor<v1::TuneProgress>* Start(GrpcTransposer* owner,
+                                                           grpc::CallbackServerContext* context,
+                                                           const v1::TuneRequest& request) {
+    std::shared_ptr<TuneCall> call(new TuneCall(owner, context));
+    call->self_ = call;
+    call->Begin(request);
+    return call.get();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (ok) {
+      {
+        MutexLock l(&mu_);
+        writing_ = false;
+        pending_.pop_front();
+        ++streamed_;
+      }
+      Pump();
+      return;
     }
-    const int64_t bytes = problem->bytes();
-    // Called on this RPC's thread (TransposeService::Tune drains the worker's results here), so
-    // the writer is only ever used by one thread.
-    auto progress = [&](const CandidateResult& r, int index, int total) {
-      if (write_failed.load()) return;
+    // The stream is broken: the client is gone.
+    ClientLeft(/*write_done=*/true);
+  }
+
+  void OnCancel() override { ClientLeft(/*write_done=*/false); }
+
+  void OnDone() override {
+    owner_->inflight_.fetch_sub(1);
+    self_.reset();  // may delete this
+  }
+
+ private:
+  TuneCall(GrpcTransposer* owner, grpc::CallbackServerContext* context)
+      : owner_(owner), context_(context) {
+    owner_->inflight_.fetch_add(1);
+  }
+
+  void Begin(const v1::TuneRequest& request) {
+    problem_ = DescribeProblem(ProblemFromProto(request.problem()), request.problem());
+    {
+      MutexLock l(&mu_);
+      device_ = DescribeSelector(request.problem().device());
+    }
+    const StatusOr<ForcedTuneRequest> parsed = TuneRequestFromProto(request);
+    if (!parsed.ok()) {
+      End(parsed.status(), std::nullopt);
+      return;
+    }
+    const ForcedTuneRequest& req = *parsed;
+    // The backend name of the device the tune runs on, for the streamed variants.
+    std::string backend;
+    if (auto idx = owner_->service_->ResolveDevice(req.device); idx.ok())
+      backend = owner_->service_->ListDevices()[*idx].backend;
+    const int64_t bytes = req.problem.bytes();
+    std::shared_ptr<TuneCall> self = self_;
+    auto progress = [self, backend, bytes](const CandidateResult& r, int index, int total) {
       v1::TuneProgress msg;
       msg.set_index(index);
       msg.set_total(total);
       *msg.mutable_candidate() = CandidateResultToProto(r, backend, bytes);
-      last_index = index;
-      last_total = total;
-      if (writer->Write(msg)) {
-        ++streamed;
-      } else {
-        write_failed.store(true);
-      }
+      self->Enqueue(std::move(msg));
     };
-    auto answer = service_->Tune(req, progress, ContextOf(context, &write_failed));
-    status = answer.status();
-    if (answer.ok()) {
-      device = std::to_string(answer->device_index);
+    auto done = [self](StatusOr<ConfigAnswer> answer) {
+      if (!answer.ok()) {
+        self->End(answer.status(), std::nullopt);
+        return;
+      }
       v1::TuneProgress msg;
-      msg.set_index(last_index);
-      msg.set_total(last_total);
       *msg.mutable_answer() = AnswerToProto(answer->result, answer->source);
-      if (!writer->Write(msg))
-        status = Status::Cancelled("the client went away before the answer was written");
+      self->End(Status::OK(), std::move(msg), answer->device_index);
+    };
+    auto waiter = owner_->service_->StartTune(req, std::move(progress), std::move(done));
+    bool detach = false;
+    {
+      MutexLock l(&mu_);
+      if (cancelled_) {
+        detach = true;
+      } else {
+        waiter_ = waiter;
+      }
     }
+    if (detach) owner_->service_->Detach(waiter);
   }
-  spdlog::info(
-      "rpc=Tune problem={} device={} source=tuned candidates={} latency_ms={:.3f} status={}",
-      DescribeProblem(problem, request->problem()), device, streamed, MillisSince(start),
-      status.ToString());
-  return ToGrpcStatus(status);
+
+  // Drops what is not written yet (the write in flight stays until OnWriteDone), detaches from the
+  // tune and ends the stream CANCELLED.
+  void ClientLeft(bool write_done) {
+    std::shared_ptr<TransposeService::Waiter> waiter;
+    {
+      MutexLock l(&mu_);
+      if (write_done) writing_ = false;
+      while (pending_.size() > (writing_ ? 1u : 0u)) pending_.pop_back();
+      cancelled_ = true;
+      final_ = ClientGone();
+      waiter.swap(waiter_);
+    }
+    owner_->service_->Detach(waiter);
+    Pump();
+  }
+
+  void Enqueue(v1::TuneProgress msg) {
+    {
+      MutexLock l(&mu_);
+      if (final_.has_value()) return;
+      last_index_ = msg.index();
+      last_total_ = msg.total();
+      pending_.push_back(std::move(msg));
+    }
+    Pump();
+  }
+
+  // The answer (the last message) or an error.
+  void End(const Status& status, std::optional<v1::TuneProgress> last, int device = -1) {
+    {
+      MutexLock l(&mu_);
+      if (final_.has_value()) return;
+      if (last.has_value()) {
+        last->set_index(last_index_);
+        last->set_total(last_total_);
+        pending_.push_back(std::move(*last));
+      }
+      if (device >= 0) device_ = std::to_string(device);
+      final_ = status;
+    }
+    Pump();
+  }
+
+  // Starts the next write, or finishes once everything is written.
+  void Pump() {
+    const v1::TuneProgress* write = nullptr;
+    std::optional<Status> finish;
+    {
+      MutexLock l(&mu_);
+      if (writing_ || finished_) return;
+      if (!pending_.empty()) {
+        writing_ = true;
+        write = &pending_.front();  // a deque keeps it in place while more are pushed
+      } else if (final_.has_value()) {
+        finished_ = true;
+        finish = *final_;
+        owner_->Note(context_, "problem=" + problem_ + " device=" + device_ +
+                                   " source=tuned candidates=" + std::to_string(streamed_));
+      }
+    }
+    if (write != nullptr) StartWrite(write);
+    if (finish.has_value()) Finish(ToGrpcStatus(*finish));
+  }
+
+  GrpcTransposer* const owner_;
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<TuneCall> self_;  // set in Start, dropped in OnDone
+  std::string problem_;             // for the note, written before any answer can come
+  Mutex mu_;
+  std::string device_ GUARDED_BY(mu_);
+  std::deque<v1::TuneProgress> pending_ GUARDED_BY(mu_);  // front: the write in flight
+  bool writing_ GUARDED_BY(mu_) = false;
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  std::optional<Status> final_ GUARDED_BY(mu_);  // how the stream ends, once known
+  int streamed_ GUARDED_BY(mu_) = 0;
+  int last_index_ GUARDED_BY(mu_) = 0;
+  int last_total_ GUARDED_BY(mu_) = 0;
+  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);
+};
+
+grpc::ServerUnaryReactor* GrpcTransposer::GetConfig(grpc::CallbackServerContext* context,
+                                                    const v1::GetConfigRequest* request,
+                                                    v1::Answer* response) {
+  return GetConfigCall::Start(this, context, *request, response);
 }
 
-grpc::Status GrpcTransposer::ListDevices(grpc::ServerContext* /*context*/,
-                                         const v1::ListDevicesRequest* /*request*/,
-                                         v1::ListDevicesResponse* response) {
-  InflightGuard guard(&inflight_);
-  const auto start = Clock::now();
+grpc::ServerWriteReactor<v1::TuneProgress>* GrpcTransposer::Tune(
+    grpc::CallbackServerContext* context, const v1::TuneRequest* request) {
+  return TuneCall::Start(this, context, *request);
+}
+
+grpc::ServerUnaryReactor* GrpcTransposer::ListDevices(grpc::CallbackServerContext* context,
+                                                      const v1::ListDevicesRequest* /*request*/,
+                                                      v1::ListDevicesResponse* response) {
   for (const auto& d : service_->ListDevices()) *response->add_devices() = DeviceToProto(d);
-  spdlog::info("rpc=ListDevices devices={} latency_ms={:.3f} status=OK", response->devices_size(),
-               MillisSince(start));
-  return grpc::Status::OK;
+  Note(context, "devices=" + std::to_string(response->devices_size()));
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
-grpc::Status GrpcTransposer::ListEntries(grpc::ServerContext* /*context*/,
-                                         const v1::ListEntriesRequest* request,
-                                         v1::ListEntriesResponse* response) {
-  InflightGuard guard(&inflight_);
-  const auto start = Clock::now();
+grpc::ServerUnaryReactor* GrpcTransposer::ListEntries(grpc::CallbackServerContext* context,
+                                                      const v1::ListEntriesRequest* request,
+                                                      v1::ListEntriesResponse* response) {
   auto query = EntryQueryFromProto(request->filter());
   Status status = query.status();
   if (status.ok()) {
@@ -169,16 +335,15 @@ grpc::Status GrpcTransposer::ListEntries(grpc::ServerContext* /*context*/,
       }
     }
   }
-  spdlog::info("rpc=ListEntries entries={} latency_ms={:.3f} status={}", response->entries_size(),
-               MillisSince(start), status.ToString());
-  return ToGrpcStatus(status);
+  Note(context, "entries=" + std::to_string(response->entries_size()));
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
 }
 
-grpc::Status GrpcTransposer::DeleteEntries(grpc::ServerContext* /*context*/,
-                                           const v1::DeleteEntriesRequest* request,
-                                           v1::DeleteEntriesResponse* response) {
-  InflightGuard guard(&inflight_);
-  const auto start = Clock::now();
+grpc::ServerUnaryReactor* GrpcTransposer::DeleteEntries(grpc::CallbackServerContext* context,
+                                                        const v1::DeleteEntriesRequest* request,
+                                                        v1::DeleteEntriesResponse* response) {
   auto query = EntryQueryFromProto(request->filter());
   Status status = query.status();
   if (status.ok()) {
@@ -186,9 +351,10 @@ grpc::Status GrpcTransposer::DeleteEntries(grpc::ServerContext* /*context*/,
     status = deleted.status();
     if (deleted.ok()) response->set_deleted(*deleted);
   }
-  spdlog::info("rpc=DeleteEntries deleted={} latency_ms={:.3f} status={}", response->deleted(),
-               MillisSince(start), status.ToString());
-  return ToGrpcStatus(status);
+  Note(context, "deleted=" + std::to_string(response->deleted()));
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
 }
 
 }  // namespace transposed

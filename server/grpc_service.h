@@ -1,50 +1,69 @@
-// GrpcTransposer: the transposed.v1.Transposer gRPC service (sync API), a thin shell around
-// TransposeService.
+// GrpcTransposer: the transposed.v1.Transposer gRPC service on the callback API, a thin shell
+// around TransposeService.
 //
 // Each handler converts the request (server/convert.h), calls the service, converts the answer or
-// the Status (proto/grpc_status.h, the only place that maps codes) and logs one info line:
-//   rpc=GetConfig problem=<Problem::ToString> device=<idx> source=cache|tuned latency_ms=<x>
-//       status=OK|<CODE: message>
-// Tune streams one TuneProgress per candidate result as it completes (written from the RPC's own
-// thread; the service hands results over from its device worker), then the final Answer. A
-// client that goes away (context->IsCancelled()) or a failed write cancels the request.
+// the Status (proto/grpc_status.h, the only place that maps codes) and leaves a note (problem,
+// device, source) for the log line that the interceptor (server/rpc_interceptor.h) writes.
 //
-// Thread-safety: gRPC calls the handlers from many threads at once; the only state of its own is
-// an atomic count of running handlers (for a graceful shutdown), and TransposeService is
-// thread-safe. The service must outlive this object.
+// GetConfig and Tune are reactors: no thread waits while a tune runs. The service answers them
+// through a callback (on the device worker's thread, or at once on a cache hit) and they finish
+// then. Tune writes one TuneProgress per candidate result as it completes (one write in flight,
+// the rest queued), then the final Answer. A client that goes away, or whose deadline passes,
+// detaches from its tune (TransposeService::Detach): the RPC ends CANCELLED at once, the tune runs
+// to the end and is stored, so a later request finds the answer in the cache.
+//
+// Thread-safety: gRPC calls the handlers and reactions from many threads at once; the only state
+// of this object is an atomic count of live GetConfig/Tune calls (for a graceful shutdown), and
+// TransposeService is thread-safe. The service (and the notes) must outlive this object and the
+// server.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
 
+#include "server/rpc_interceptor.h"
 #include "server/service.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
 
-class GrpcTransposer final : public ::transposed::v1::Transposer::Service {
+class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackService {
  public:
-  explicit GrpcTransposer(TransposeService* service) : service_(service) {}
+  // `notes` (optional) receives each call's note for the interceptor's log line.
+  explicit GrpcTransposer(TransposeService* service, RpcNotes* notes = nullptr)
+      : service_(service), notes_(notes) {}
 
-  grpc::Status GetConfig(grpc::ServerContext* context, const v1::GetConfigRequest* request,
-                         v1::Answer* response) override;
-  grpc::Status Tune(grpc::ServerContext* context, const v1::TuneRequest* request,
-                    grpc::ServerWriter<v1::TuneProgress>* writer) override;
-  grpc::Status ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest* request,
-                           v1::ListDevicesResponse* response) override;
-  grpc::Status ListEntries(grpc::ServerContext* context, const v1::ListEntriesRequest* request,
-                           v1::ListEntriesResponse* response) override;
-  grpc::Status DeleteEntries(grpc::ServerContext* context, const v1::DeleteEntriesRequest* request,
-                             v1::DeleteEntriesResponse* response) override;
+  grpc::ServerUnaryReactor* GetConfig(grpc::CallbackServerContext* context,
+                                      const v1::GetConfigRequest* request,
+                                      v1::Answer* response) override;
+  grpc::ServerWriteReactor<v1::TuneProgress>* Tune(grpc::CallbackServerContext* context,
+                                                   const v1::TuneRequest* request) override;
+  grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
+                                        const v1::ListDevicesRequest* request,
+                                        v1::ListDevicesResponse* response) override;
+  grpc::ServerUnaryReactor* ListEntries(grpc::CallbackServerContext* context,
+                                        const v1::ListEntriesRequest* request,
+                                        v1::ListEntriesResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteEntries(grpc::CallbackServerContext* context,
+                                          const v1::DeleteEntriesRequest* request,
+                                          v1::DeleteEntriesResponse* response) override;
 
-  // Handlers running right now. The daemon waits for this to reach 0 (after cancelling tunes)
-  // before it stops the server, so that answers already computed still reach their clients.
+  // GetConfig and Tune calls not yet done. The daemon waits for this to reach 0 (after
+  // cancelling tunes) before it stops the server, so that answers already computed still reach
+  // their clients.
   int inflight() const { return inflight_.load(); }
 
  private:
-  class InflightGuard;
+  class GetConfigCall;
+  class TuneCall;
+
+  void Note(const grpc::ServerContextBase* context, std::string note) {
+    if (notes_ != nullptr) notes_->Note(context, std::move(note));
+  }
+
   TransposeService* const service_;
+  RpcNotes* const notes_;
   std::atomic<int> inflight_{0};
 };
 

@@ -5,13 +5,43 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <tuple>
 
 #include "server/store.h"
 #include "tuner/fake_backend.h"
 
 namespace transposed {
 namespace {
+
+using namespace std::chrono_literals;
+
+// Counts what the interceptor reports: (service, method, code) -> calls.
+class CountingRecorder : public RpcRecorder {
+ public:
+  void OnRpcDone(const std::string& service, const std::string& method, grpc::StatusCode code,
+                 double seconds) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++calls_[{service, method, code}];
+    if (seconds < 0) ++negative_;
+  }
+  int Calls(const std::string& method, grpc::StatusCode code) {
+    std::lock_guard<std::mutex> l(mu_);
+    return calls_[{"transposed.v1.Transposer", method, code}];
+  }
+  int negative() {
+    std::lock_guard<std::mutex> l(mu_);
+    return negative_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::tuple<std::string, std::string, grpc::StatusCode>, int> calls_;
+  int negative_ = 0;
+};
 
 class GrpcServiceTest : public ::testing::Test {
  protected:
@@ -20,16 +50,21 @@ class GrpcServiceTest : public ::testing::Test {
     ASSERT_TRUE(store.ok());
     store_ = std::move(store).value();
     std::vector<std::unique_ptr<Backend>> backends;
-    backends.push_back(std::make_unique<FakeBackend>(std::vector<FakeCandidate>{
-        {"slow", {4e-3}}, {"fast", {1e-3}}, {"broken", {1e-4}, Status::Internal("bad output")}}));
+    std::vector<FakeCandidate> candidates = {
+        {"slow", {4e-3}}, {"fast", {1e-3}}, {"broken", {1e-4}, Status::Internal("bad output")}};
+    for (auto& c : candidates) c.check_sleep_s = 0.05;  // a tune takes > 0.15 s
+    backends.push_back(std::make_unique<FakeBackend>(candidates));
     ServiceOptions options;
     options.tune.quick = {0, 1, 0, 1};
     options.tune.final = {0, 1, 0, 1};
     auto service = TransposeService::Create(std::move(backends), store_.get(), options);
     ASSERT_TRUE(service.ok());
     service_ = std::move(service).value();
-    grpc_service_ = std::make_unique<GrpcTransposer>(service_.get());
+    grpc_service_ = std::make_unique<GrpcTransposer>(service_.get(), &notes_);
     grpc::ServerBuilder builder;
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(std::make_unique<RpcInterceptorFactory>(&notes_, &recorder_));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(grpc_service_.get());
@@ -61,6 +96,8 @@ class GrpcServiceTest : public ::testing::Test {
     return req;
   }
 
+  RpcNotes notes_;
+  CountingRecorder recorder_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<TransposeService> service_;
   std::unique_ptr<GrpcTransposer> grpc_service_;
@@ -204,6 +241,74 @@ TEST_F(GrpcServiceTest, DevicesEntriesAndDelete) {
     ASSERT_TRUE(stub_->DeleteEntries(&ctx, req, &r).ok());
     EXPECT_EQ(r.deleted(), 1);
   }
+}
+
+TEST_F(GrpcServiceTest, TheInterceptorCountsEveryCallByMethodAndCode) {
+  v1::Answer a;
+  ASSERT_TRUE(Get(Request(16, 16, "f32"), &a).ok());
+  ASSERT_TRUE(Get(Request(16, 16, "f32"), &a).ok());
+  EXPECT_EQ(Get(Request(0, 16, "f32"), &a).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::ClientContext ctx;
+  v1::ListDevicesResponse r;
+  ASSERT_TRUE(stub_->ListDevices(&ctx, v1::ListDevicesRequest(), &r).ok());
+  // The server reports a call just before its status goes out, so the client can see the status
+  // a moment before the count.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (recorder_.Calls("ListDevices", grpc::StatusCode::OK) < 1 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(recorder_.Calls("GetConfig", grpc::StatusCode::OK), 2);
+  EXPECT_EQ(recorder_.Calls("GetConfig", grpc::StatusCode::INVALID_ARGUMENT), 1);
+  EXPECT_EQ(recorder_.Calls("ListDevices", grpc::StatusCode::OK), 1);
+  EXPECT_EQ(recorder_.Calls("Tune", grpc::StatusCode::OK), 0);
+  EXPECT_EQ(recorder_.negative(), 0);
+}
+
+// A client whose deadline passes detaches; the tune still ends and is stored.
+TEST_F(GrpcServiceTest, AnExpiredDeadlineLeavesTheTuneToFinishAndBeStored) {
+  v1::Answer a;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 50ms);
+    EXPECT_EQ(stub_->GetConfig(&ctx, Request(24, 24, "f32"), &a).error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  auto req = Request(24, 24, "f32");
+  req.set_policy(v1::CACHE_ONLY);
+  grpc::Status s;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {
+    std::this_thread::sleep_for(20ms);
+    s = Get(req, &a);
+  } while (!s.ok() && std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
+  EXPECT_EQ(service_->counters().tunes_started, 1);
+  EXPECT_EQ(service_->counters().tunes_failed, 0);
+
+  // The same for a Tune stream that the client cancels after the first candidate.
+  v1::TuneRequest tune;
+  *tune.mutable_problem() = Request(40, 24, "f32").problem();
+  {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Tune(&ctx, tune);
+    v1::TuneProgress msg;
+    ASSERT_TRUE(reader->Read(&msg));
+    EXPECT_TRUE(msg.has_candidate());
+    ctx.TryCancel();
+    while (reader->Read(&msg)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  auto cached = Request(40, 24, "f32");
+  cached.set_policy(v1::CACHE_ONLY);
+  const auto stored = std::chrono::steady_clock::now() + 10s;
+  do {
+    std::this_thread::sleep_for(20ms);
+    s = Get(cached, &a);
+  } while (!s.ok() && std::chrono::steady_clock::now() < stored);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(service_->counters().tunes_completed, 2);
 }
 
 }  // namespace

@@ -1,15 +1,17 @@
 // transposed: the auto-tuning daemon for GPU (and CPU) matrix transposition.
 //
-// Serves transposed.v1.Transposer over gRPC (with health checking and reflection), answers from
-// its SQLite cache and tunes on a miss. SIGINT/SIGTERM are blocked in every thread; a dedicated
-// thread sigwait()s for them and shuts down from normal context: cancel tunes, stop the server,
-// join device workers, close the database, exit 0.
+// Serves transposed.v1.Transposer over gRPC (callback API, with health checking, reflection and
+// one interceptor for logging and metrics), answers from its SQLite cache and tunes on a miss.
+// SIGINT/SIGTERM/SIGHUP are blocked in every thread; a dedicated thread sigwait()s for them.
+// SIGHUP reopens the log file (for logrotate). SIGINT/SIGTERM shut down from normal context:
+// cancel tunes, stop the server, join device workers, close the database, exit 0.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/details/file_helper.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -24,6 +26,7 @@
 #include "core/version.h"
 #include "server/backends.h"
 #include "server/grpc_service.h"
+#include "server/rpc_interceptor.h"
 #include "server/service.h"
 #include "server/startup.h"
 #include "server/store.h"
@@ -42,14 +45,39 @@ struct Flags {
   std::string port_file;
 };
 
+// A log file sink that can reopen its file (after logrotate moved it away): spdlog's
+// basic_file_sink with a Reopen().
+class ReopenableFileSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit ReopenableFileSink(const std::string& path) { file_.open(path, /*truncate=*/false); }
+  // Closes the file and opens the same path again (a new file if the old one was moved).
+  void Reopen() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    file_.reopen(/*truncate=*/false);
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    file_.write(formatted);
+  }
+  void flush_() override { file_.flush(); }
+
+ private:
+  spdlog::details::file_helper file_;
+};
+
 // Logs to the file (flushed on every line, so tests and tail -f see it at once) or to stderr.
-bool SetUpLogging(const Flags& flags) {
+// `file_sink` is set when logging to a file.
+bool SetUpLogging(const Flags& flags, std::shared_ptr<ReopenableFileSink>* file_sink) {
   std::shared_ptr<spdlog::logger> logger;
   try {
     if (flags.log_file.empty()) {
       logger = spdlog::stderr_logger_mt("transposed");
     } else {
-      logger = spdlog::basic_logger_mt("transposed", flags.log_file);
+      *file_sink = std::make_shared<ReopenableFileSink>(flags.log_file);
+      logger = std::make_shared<spdlog::logger>("transposed", *file_sink);
     }
   } catch (const spdlog::spdlog_ex& e) {
     std::fprintf(stderr, "transposed: --log-file %s: %s\n", flags.log_file.c_str(), e.what());
@@ -83,6 +111,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   Flags flags;
@@ -127,7 +156,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (!SetUpLogging(flags)) return 1;
+  std::shared_ptr<ReopenableFileSink> log_sink;
+  if (!SetUpLogging(flags, &log_sink)) return 1;
   spdlog::info("transposed {} starting (kernel library {}), pid {}", transposed::kProjectVersion,
                transposed::kLibraryVersion, static_cast<long>(getpid()));
   {
@@ -166,10 +196,17 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  transposed::GrpcTransposer grpc_service(service->get());
+  transposed::RpcNotes rpc_notes;
+  transposed::GrpcTransposer grpc_service(service->get(), &rpc_notes);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(
+        std::make_unique<transposed::RpcInterceptorFactory>(&rpc_notes, /*recorder=*/nullptr));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   int port = 0;
   // Without SO_REUSEPORT a second daemon on a taken port fails to bind instead of sharing it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -182,6 +219,8 @@ int main(int argc, char** argv) {
     if (server) server->Shutdown();
     return 1;
   }
+  if (auto* health = server->GetHealthCheckService())
+    health->SetServingStatus(transposed::v1::Transposer::service_full_name(), true);
   spdlog::info("listening on {} (port {})", flags.listen, port);
   if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
     spdlog::error("cannot write --port-file={}", flags.port_file);
@@ -192,7 +231,15 @@ int main(int argc, char** argv) {
 
   std::thread signal_thread([&] {
     int sig = 0;
-    while (sigwait(&signals, &sig) != 0) {
+    while (true) {
+      if (sigwait(&signals, &sig) != 0) continue;
+      if (sig != SIGHUP) break;
+      if (log_sink) {
+        log_sink->Reopen();
+        spdlog::info("received SIGHUP, reopened the log file {}", flags.log_file);
+      } else {
+        spdlog::info("received SIGHUP, logging to stderr: nothing to reopen");
+      }
     }
     spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     // Health checks answer NOT_SERVING from now on; cancel tunes so that waiting requests return

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "core/text.h"
@@ -11,9 +12,6 @@
 namespace transposed {
 
 namespace {
-
-// How often a waiting request polls its cancellation predicate and the shutdown flag.
-constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
 // "rows: must be >= 1" -> "problem.rows: must be >= 1"; "rows, cols: ..." -> "problem.rows,
 // problem.cols: ...". ValidateProblem names fields without a prefix; the API names them as
@@ -41,35 +39,59 @@ const char* AnswerSourceName(AnswerSource s) {
   return s == AnswerSource::kCache ? "cache" : "tuned";
 }
 
+// One request waiting for a job. Its callbacks are taken (answered) or cleared (detached) once;
+// clearing them also breaks the reference cycle with a caller that holds the Waiter.
+class TransposeService::Waiter {
+ public:
+  Waiter(TuneProgressFn progress, AnswerFn done)
+      : progress_(std::move(progress)), done_(std::move(done)) {}
+
+  // The progress callback (empty once answered or detached), copied so it runs unlocked.
+  TuneProgressFn progress() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return progress_;
+  }
+  // Calls the answer callback if nobody did and the request did not detach.
+  void Answer(StatusOr<ConfigAnswer> answer) EXCLUDES(mu_) {
+    AnswerFn done;
+    {
+      MutexLock l(&mu_);
+      done.swap(done_);
+      progress_ = nullptr;
+    }
+    if (done) done(std::move(answer));
+  }
+  void Detach() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    done_ = nullptr;
+    progress_ = nullptr;
+  }
+
+ private:
+  Mutex mu_;
+  TuneProgressFn progress_ GUARDED_BY(mu_);
+  AnswerFn done_ GUARDED_BY(mu_);
+};
+
 // One tuning run, shared by every request waiting for it.
 struct TransposeService::Job {
   int device = 0;
   Problem problem;
   std::string key;  // fingerprint|problem key
   TuneOptions options;
-  bool forced = false;              // from Tune: records progress events for its caller
+  bool forced = false;              // from Tune: reports progress to its waiters
   std::atomic<bool> cancel{false};  // passed to RunTune
 
-  struct Event {
-    CandidateResult result;
-    int index;
-    int total;
-  };
-  // Guarded by the service's mu_.
-  int waiters = 0;
-  bool done = false;
-  Status status;
-  std::optional<TuneResult> result;
-  std::vector<Event> events;
-  std::condition_variable cv;
-};
+  Mutex mu;  // after the service's mu_
+  bool done GUARDED_BY(mu) = false;
+  std::vector<std::shared_ptr<Waiter>> waiters GUARDED_BY(mu);
 
-struct TransposeService::Worker {
-  // Guarded by the service's mu_.
-  std::deque<std::shared_ptr<Job>> queue;
-  std::shared_ptr<Job> running;
-  std::condition_variable cv;
-  std::thread thread;
+  // Takes the waiters; later joins are refused (the service's mu_ makes them impossible anyway).
+  std::vector<std::shared_ptr<Waiter>> Finish() EXCLUDES(mu) {
+    MutexLock l(&mu);
+    done = true;
+    return std::move(waiters);
+  }
 };
 
 StatusOr<std::unique_ptr<TransposeService>> TransposeService::Create(
@@ -101,31 +123,39 @@ TransposeService::TransposeService(std::vector<std::unique_ptr<Backend>> backend
     fingerprints_.push_back(d.Fingerprint());
     devices_.push_back(std::move(d));
   }
-  for (size_t i = 0; i < backends_.size(); ++i) workers_.push_back(std::make_unique<Worker>());
+  {
+    MutexLock l(&mu_);
+    queues_.resize(backends_.size());
+    running_.resize(backends_.size());
+  }
+  for (size_t i = 0; i < backends_.size(); ++i) wake_.push_back(std::make_unique<CondVar>(&mu_));
   for (size_t i = 0; i < backends_.size(); ++i)
-    workers_[i]->thread = std::thread([this, i] { WorkerLoop(static_cast<int>(i)); });
+    threads_.emplace_back([this, i] { WorkerLoop(static_cast<int>(i)); });
 }
 
 TransposeService::~TransposeService() { Shutdown(); }
 
 void TransposeService::Shutdown() {
-  shutdown_.store(true);
+  std::vector<std::shared_ptr<Job>> jobs;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    auto cancel = [](const std::shared_ptr<Job>& job) {
-      job->cancel.store(true);
-      job->cv.notify_all();
-    };
-    for (auto& w : workers_) {
-      if (w->running) cancel(w->running);
-      for (auto& job : w->queue) cancel(job);
-      w->cv.notify_all();
+    MutexLock l(&mu_);
+    shutdown_.store(true);
+    for (size_t d = 0; d < queues_.size(); ++d) {
+      if (running_[d]) jobs.push_back(running_[d]);
+      for (auto& job : queues_[d]) jobs.push_back(std::move(job));
+      queues_[d].clear();
+      wake_[d]->SignalAll();
     }
-    for (auto& [key, job] : inflight_) cancel(job);
+    inflight_.clear();
   }
-  std::lock_guard<std::mutex> j(join_mu_);
-  for (auto& w : workers_)
-    if (w->thread.joinable()) w->thread.join();
+  // Answer everyone now rather than when the running tunes notice the cancellation.
+  for (auto& job : jobs) {
+    job->cancel.store(true);
+    for (auto& w : job->Finish()) w->Answer(Status::Cancelled("the daemon is shutting down"));
+  }
+  MutexLock j(&join_mu_);
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
 }
 
 ServiceCounters TransposeService::counters() const {
@@ -136,6 +166,14 @@ ServiceCounters TransposeService::counters() const {
   c.cache_hits = cache_hits_.load();
   c.cache_misses = cache_misses_.load();
   return c;
+}
+
+std::vector<int> TransposeService::QueueDepths() const {
+  MutexLock l(&mu_);
+  std::vector<int> depths;
+  for (size_t d = 0; d < queues_.size(); ++d)
+    depths.push_back(static_cast<int>(queues_[d].size()) + (running_[d] ? 1 : 0));
+  return depths;
 }
 
 std::vector<DeviceInfo> TransposeService::ListDevices() const { return devices_; }
@@ -188,144 +226,179 @@ std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int devic
   job->key = fingerprints_[device] + "|" + problem.Key();
   job->options = std::move(options);
   job->forced = forced;
-  workers_[device]->queue.push_back(job);
-  workers_[device]->cv.notify_one();
+  queues_[device].push_back(job);
+  wake_[device]->Signal();
   return job;
 }
 
-StatusOr<ConfigAnswer> TransposeService::GetConfig(const ConfigRequest& request,
-                                                   const RequestContext& ctx) {
-  TR_ASSIGN_OR_RETURN(const int device, ResolveDevice(request.device));
+std::shared_ptr<TransposeService::Waiter> TransposeService::JoinLocked(
+    const std::shared_ptr<Job>& job, TuneProgressFn progress, AnswerFn done) {
+  auto waiter = std::make_shared<Waiter>(std::move(progress), std::move(done));
+  MutexLock l(&job->mu);
+  job->waiters.push_back(waiter);
+  return waiter;
+}
+
+std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
+    const ConfigRequest& request, AnswerFn done) {
+  auto fail = [&done](Status s) -> std::shared_ptr<Waiter> {
+    done(std::move(s));
+    return nullptr;
+  };
+  auto resolved = ResolveDevice(request.device);
+  if (!resolved.ok()) return fail(resolved.status());
+  const int device = *resolved;
   const Problem& problem = request.problem;
-  TR_RETURN_IF_ERROR(CheckProblem(problem, device));
+  if (Status s = CheckProblem(problem, device); !s.ok()) return fail(std::move(s));
   const std::string& fp = fingerprints_[device];
 
-  auto from_cache = [&](TuneResult r) {
-    cache_hits_.fetch_add(1);
+  auto count = [&](bool hit) {
+    (hit ? cache_hits_ : cache_misses_).fetch_add(1);
+    if (options_.observer != nullptr) options_.observer->OnCacheLookup(device, hit);
+  };
+  auto from_cache = [&](TuneResult r) -> std::shared_ptr<Waiter> {
+    count(true);
     r.device = devices_[device];
-    return ConfigAnswer{std::move(r), AnswerSource::kCache, device};
+    done(ConfigAnswer{std::move(r), AnswerSource::kCache, device});
+    return nullptr;
   };
 
   // The fast path: no service lock, only the store's own short one.
   {
-    TR_ASSIGN_OR_RETURN(auto hit, store_->Lookup(fp, problem));
-    if (hit.has_value()) return from_cache(std::move(*hit));
+    auto hit = store_->Lookup(fp, problem);
+    if (!hit.ok()) return fail(hit.status());
+    if (hit->has_value()) return from_cache(std::move(**hit));
   }
   if (request.cache_only) {
-    cache_misses_.fetch_add(1);
-    return Status::NotFound("problem: no cached configuration for " + problem.ToString() +
-                            " on device " + std::to_string(device) + " (policy CACHE_ONLY)");
+    count(false);
+    return fail(Status::NotFound("problem: no cached configuration for " + problem.ToString() +
+                                 " on device " + std::to_string(device) + " (policy CACHE_ONLY)"));
   }
 
-  std::shared_ptr<Job> job;
+  std::shared_ptr<Waiter> waiter;
+  std::optional<StatusOr<std::optional<TuneResult>>> second_lookup;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    if (shutdown_.load()) return Status::Cancelled("the daemon is shutting down");
-    const std::string key = fp + "|" + problem.Key();
-    auto it = inflight_.find(key);
-    if (it != inflight_.end()) {
-      job = it->second;
+    MutexLock l(&mu_);
+    if (shutdown_.load()) {
+      second_lookup = Status::Cancelled("the daemon is shutting down");
     } else {
-      // A tune of this problem may have finished between the lookup above and now: it saves
-      // before it leaves inflight_, so a second lookup under mu_ cannot miss a finished tune.
-      TR_ASSIGN_OR_RETURN(auto hit, store_->Lookup(fp, problem));
-      if (hit.has_value()) return from_cache(std::move(*hit));
-      TuneOptions options = options_.tune;
-      options.budget_seconds = options_.tune_budget_seconds;
-      job = EnqueueLocked(device, problem, std::move(options), /*forced=*/false);
-      inflight_[key] = job;
+      const std::string key = fp + "|" + problem.Key();
+      auto it = inflight_.find(key);
+      std::shared_ptr<Job> job;
+      if (it != inflight_.end()) {
+        job = it->second;
+      } else {
+        // A tune of this problem may have finished between the lookup above and now: it saves
+        // before it leaves inflight_, so a second lookup under mu_ cannot miss a finished tune.
+        second_lookup = store_->Lookup(fp, problem);
+        if (second_lookup->ok() && !(*second_lookup)->has_value()) {
+          TuneOptions options = options_.tune;
+          options.budget_seconds = options_.tune_budget_seconds;
+          job = EnqueueLocked(device, problem, std::move(options), /*forced=*/false);
+          inflight_[key] = job;
+        }
+      }
+      if (job) waiter = JoinLocked(job, nullptr, std::move(done));
     }
-    cache_misses_.fetch_add(1);
-    ++job->waiters;
   }
-  return Wait(job, nullptr, ctx);
+  if (waiter) {
+    count(false);
+    return waiter;
+  }
+  if (!second_lookup->ok()) return fail(second_lookup->status());
+  return from_cache(std::move(second_lookup->value().value()));
 }
 
-StatusOr<ConfigAnswer> TransposeService::Tune(const ForcedTuneRequest& request,
-                                              const TuneProgressFn& progress,
-                                              const RequestContext& ctx) {
-  TR_ASSIGN_OR_RETURN(const int device, ResolveDevice(request.device));
-  TR_RETURN_IF_ERROR(CheckProblem(request.problem, device));
+std::shared_ptr<TransposeService::Waiter> TransposeService::StartTune(
+    const ForcedTuneRequest& request, TuneProgressFn progress, AnswerFn done) {
+  auto fail = [&done](Status s) -> std::shared_ptr<Waiter> {
+    done(std::move(s));
+    return nullptr;
+  };
+  auto resolved = ResolveDevice(request.device);
+  if (!resolved.ok()) return fail(resolved.status());
+  const int device = *resolved;
+  if (Status s = CheckProblem(request.problem, device); !s.ok()) return fail(std::move(s));
   if (!std::isfinite(request.budget_seconds) || request.budget_seconds < 0 ||
       request.budget_seconds > kMaxTuneBudgetSeconds) {
-    return Status::InvalidArgument("budget_seconds: must be >= 0 (0: the daemon's default) and <= " +
-                                   std::to_string(static_cast<int>(kMaxTuneBudgetSeconds)) +
-                                   ", got " + std::to_string(request.budget_seconds));
+    return fail(Status::InvalidArgument(
+        "budget_seconds: must be >= 0 (0: the daemon's default) and <= " +
+        std::to_string(static_cast<int>(kMaxTuneBudgetSeconds)) + ", got " +
+        std::to_string(request.budget_seconds)));
   }
   TuneOptions options = options_.tune;
   options.budget_seconds =
       request.budget_seconds > 0 ? request.budget_seconds : options_.tune_budget_seconds;
   options.exhaustive = request.exhaustive;
 
-  std::shared_ptr<Job> job;
+  std::shared_ptr<Waiter> waiter;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    if (shutdown_.load()) return Status::Cancelled("the daemon is shutting down");
-    job = EnqueueLocked(device, request.problem, std::move(options), /*forced=*/true);
-    // GetConfig requests arriving from now on join this tune unless one is already in flight.
-    inflight_.emplace(job->key, job);
-    ++job->waiters;
+    MutexLock l(&mu_);
+    if (!shutdown_.load()) {
+      auto job = EnqueueLocked(device, request.problem, std::move(options), /*forced=*/true);
+      // GetConfig requests arriving from now on join this tune unless one is already in flight.
+      inflight_.emplace(job->key, job);
+      waiter = JoinLocked(job, std::move(progress), std::move(done));
+    }
   }
-  return Wait(job, progress, ctx);
+  if (!waiter) return fail(Status::Cancelled("the daemon is shutting down"));
+  return waiter;
 }
 
-StatusOr<ConfigAnswer> TransposeService::Wait(const std::shared_ptr<Job>& job,
-                                              const TuneProgressFn& progress,
-                                              const RequestContext& ctx) {
-  size_t seen = 0;
-  std::unique_lock<std::mutex> l(mu_);
-  while (true) {
-    if (progress && seen < job->events.size()) {
-      std::vector<Job::Event> fresh(job->events.begin() + static_cast<std::ptrdiff_t>(seen),
-                                    job->events.end());
-      seen = job->events.size();
-      l.unlock();
-      for (const auto& e : fresh) progress(e.result, e.index, e.total);
-      l.lock();
-      continue;
-    }
-    if (job->done) break;
-    bool client_gone = false;
-    if (ctx.is_cancelled) {
-      l.unlock();
-      client_gone = ctx.is_cancelled();
-      l.lock();
-      if (job->done) continue;  // deliver what finished meanwhile (events first)
-    }
-    if (client_gone || shutdown_.load()) {
-      if (--job->waiters == 0) {
-        // Nobody wants this tune any more: stop it, and let later requests start a fresh one.
-        job->cancel.store(true);
-        auto it = inflight_.find(job->key);
-        if (it != inflight_.end() && it->second == job) inflight_.erase(it);
-      }
-      return Status::Cancelled(client_gone ? "the client cancelled the request"
-                                           : "the daemon is shutting down");
-    }
-    job->cv.wait_for(l, kPollInterval);
+void TransposeService::Detach(const std::shared_ptr<Waiter>& waiter) {
+  if (waiter != nullptr) waiter->Detach();
+}
+
+namespace {
+
+// Hands one answer from a callback (any thread) to a blocked caller.
+template <typename T>
+struct Rendezvous {
+  Mutex mu;
+  CondVar cv{&mu};
+  std::optional<T> value GUARDED_BY(mu);
+
+  void Put(T v) EXCLUDES(mu) {
+    MutexLock l(&mu);
+    value = std::move(v);
+    cv.SignalAll();
   }
-  --job->waiters;
-  if (!job->status.ok()) return job->status;
-  ConfigAnswer answer{*job->result, AnswerSource::kTuned, job->device};
-  answer.result.device = devices_[job->device];
-  return answer;
+  T Take() EXCLUDES(mu) {
+    MutexLock l(&mu);
+    while (!value.has_value()) cv.Wait();
+    return std::move(*value);
+  }
+};
+
+}  // namespace
+
+StatusOr<ConfigAnswer> TransposeService::GetConfig(const ConfigRequest& request) {
+  auto r = std::make_shared<Rendezvous<StatusOr<ConfigAnswer>>>();
+  StartGetConfig(request, [r](StatusOr<ConfigAnswer> a) { r->Put(std::move(a)); });
+  return r->Take();
+}
+
+StatusOr<ConfigAnswer> TransposeService::Tune(const ForcedTuneRequest& request,
+                                              const TuneProgressFn& progress) {
+  auto r = std::make_shared<Rendezvous<StatusOr<ConfigAnswer>>>();
+  StartTune(request, progress, [r](StatusOr<ConfigAnswer> a) { r->Put(std::move(a)); });
+  return r->Take();
 }
 
 void TransposeService::WorkerLoop(int device) {
-  Worker& w = *workers_[device];
   while (true) {
     std::shared_ptr<Job> job;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      w.cv.wait(l, [&] { return shutdown_.load() || !w.queue.empty(); });
-      if (w.queue.empty()) return;  // shutting down, nothing left to cancel
-      job = std::move(w.queue.front());
-      w.queue.pop_front();
-      w.running = job;
+      MutexLock l(&mu_);
+      while (!shutdown_.load() && queues_[device].empty()) wake_[device]->Wait();
+      if (queues_[device].empty()) return;  // shutting down, nothing left to run
+      job = std::move(queues_[device].front());
+      queues_[device].pop_front();
+      running_[device] = job;
     }
     RunJob(device, job);
-    std::lock_guard<std::mutex> l(mu_);
-    w.running.reset();
+    MutexLock l(&mu_);
+    running_[device].reset();
   }
 }
 
@@ -336,7 +409,9 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
   } else if (!job->cancel.load()) {
     const std::string key = job->problem.Key();
     tunes_started_.fetch_add(1);
+    if (options_.observer != nullptr) options_.observer->OnTuneStarted(device);
     spdlog::info("tune start device={} problem={}", device, key);
+    const auto start = std::chrono::steady_clock::now();
     auto on_progress = [&](const CandidateResult& c, int index, int total) {
       spdlog::debug("tune device={} problem={} candidate={} gbps={:.2f} valid={} phase={}{}",
                     device, key, c.candidate.name,
@@ -344,11 +419,17 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
                     c.measurement.valid, c.phase,
                     c.measurement.valid ? "" : " error=\"" + c.measurement.error + "\"");
       if (!job->forced) return;
-      std::lock_guard<std::mutex> l(mu_);
-      job->events.push_back(Job::Event{c, index, total});
-      job->cv.notify_all();
+      std::vector<std::shared_ptr<Waiter>> waiters;
+      {
+        MutexLock l(&job->mu);
+        waiters = job->waiters;
+      }
+      for (const auto& w : waiters)
+        if (auto fn = w->progress()) fn(c, index, total);
     };
     result = RunTune(*backends_[device], job->problem, job->options, on_progress, &job->cancel);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (result.ok()) {
       result->device = devices_[device];
       Status saved = store_->SaveTune(*result);
@@ -368,19 +449,24 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       spdlog::info("tune failed device={} problem={} status={}", device, key,
                    result.status().ToString());
     }
+    if (options_.observer != nullptr)
+      options_.observer->OnTuneFinished(device, result.status(), seconds);
   }
-  std::lock_guard<std::mutex> l(mu_);
-  job->done = true;
+  std::vector<std::shared_ptr<Waiter>> waiters;
+  {
+    MutexLock l(&mu_);
+    auto it = inflight_.find(job->key);
+    if (it != inflight_.end() && it->second == job) inflight_.erase(it);
+    waiters = job->Finish();
+  }
+  if (waiters.empty()) return;
+  StatusOr<ConfigAnswer> answer = result.status();
   if (result.ok()) {
-    job->result = std::move(result).value();
-  } else {
-    job->status = result.status();
+    answer = ConfigAnswer{std::move(result).value(), AnswerSource::kTuned, device};
+    answer->result.device = devices_[device];
   }
-  auto it = inflight_.find(job->key);
-  if (it != inflight_.end() && it->second == job) inflight_.erase(it);
-  job->cv.notify_all();
+  for (const auto& w : waiters) w->Answer(answer);
 }
-
 StatusOr<StoreFilter> TransposeService::ResolveQuery(const EntryQuery& query) const {
   StoreFilter filter = query.filter;
   if (query.device.has_value()) {

@@ -5,32 +5,36 @@
 // the Store when it can; on a miss it tunes, and concurrent requests for the same (device
 // fingerprint, problem key) share one tuning run ("single flight"). Lookups never wait behind a
 // tune: the service lock is never held while tuning, and the store has its own short lock.
-// Tune forces a fresh tune and streams every candidate result to the caller as it completes.
+// Tune forces a fresh tune and reports every candidate result as it completes.
 //
-// Cancellation: each request may pass an `is_cancelled` predicate (e.g. "the client went away"),
-// polled while it waits; a shared tune is cancelled only when every request waiting on it has
-// gone. Shutdown() cancels every queued and running tune, makes waiting requests return
-// CANCELLED promptly, and joins the workers.
+// Asynchronous: StartGetConfig / StartTune never block on a tune. They answer through a callback,
+// at once on the calling thread (cache hit, bad input, CACHE_ONLY miss) or later on the device's
+// worker thread when the tune ends; no thread waits for a tune. A request that no longer wants its
+// answer (the client went away, its deadline passed) Detach()es: the tune still runs to the end
+// and is stored, so a retry a little later finds it in the cache. Tunes are cancelled only by
+// Shutdown(), which answers every waiting request CANCELLED at once. GetConfig / Tune are blocking
+// wrappers for in-process callers.
 //
 // Thread-safety: every public method may be called from any number of threads at once.
-// Shutdown() (or the destructor) must not race with the destructor itself.
+// Shutdown() (or the destructor) must not race with the destructor itself. Callbacks run without
+// any service lock held and may call back into the service.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/problem.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "server/store.h"
 #include "tuner/backend.h"
 #include "tuner/tuner.h"
@@ -79,15 +83,24 @@ struct EntryQuery {
   bool empty() const { return filter.empty() && !device.has_value(); }
 };
 
+// Hooks for metrics: the service calls them as things happen, from the thread where they happen
+// (request threads, device workers), never with a service lock held. Implementations must be
+// thread-safe and quick.
+class ServiceObserver {
+ public:
+  virtual ~ServiceObserver() = default;
+  // A store lookup of GetConfig (CACHE_ONLY included); a miss that joins a tune counts once.
+  virtual void OnCacheLookup(int device, bool hit) = 0;
+  // A tune began measuring.
+  virtual void OnTuneStarted(int device) = 0;
+  // A tune that began measuring ended: OK (and stored), or failed/cancelled; its wall time.
+  virtual void OnTuneFinished(int device, const Status& status, double seconds) = 0;
+};
+
 struct ServiceOptions {
   double tune_budget_seconds = 20.0;  // default budget of one tune (TuneOptions::budget_seconds)
   TuneOptions tune;                   // everything else about a tune
-};
-
-// Per-request context. Everything is optional.
-struct RequestContext {
-  // Polled while the request waits; true means the client went away.
-  std::function<bool()> is_cancelled;
+  ServiceObserver* observer = nullptr;  // optional; must outlive the service
 };
 
 // Observability; monotonically increasing.
@@ -99,12 +112,17 @@ struct ServiceCounters {
   int64_t cache_misses = 0;
 };
 
-// Called on the caller's own thread (never on a worker) for each candidate result of a forced
-// tune: (result, 1-based index, quick-pass total).
+// For each candidate result of a forced tune: (result, 1-based index, quick-pass total). Called on
+// the device's worker thread, in order, all before the answer.
 using TuneProgressFn = std::function<void(const CandidateResult&, int, int)>;
+// The answer to one request, called exactly once unless the request detached first.
+using AnswerFn = std::function<void(StatusOr<ConfigAnswer>)>;
 
 class TransposeService {
  public:
+  // One request waiting for its answer; Detach() with it.
+  class Waiter;
+
   // Registers every device with the store (Store::UpsertDevice) and starts one worker per
   // device. `store` must outlive the service. INVALID_ARGUMENT without any backend.
   static StatusOr<std::unique_ptr<TransposeService>> Create(
@@ -115,16 +133,25 @@ class TransposeService {
   TransposeService& operator=(const TransposeService&) = delete;
 
   // The best configuration for the problem: from the store, or tuned (single flight) on a miss.
-  // NOT_FOUND on a miss with cache_only; INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming the bad
-  // `problem.<field>`; NOT_FOUND for an unknown device; CANCELLED when the client went away or
-  // the service shut down; whatever the tune returned otherwise.
-  StatusOr<ConfigAnswer> GetConfig(const ConfigRequest& request, const RequestContext& ctx = {});
+  // `done` gets NOT_FOUND on a miss with cache_only; INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming
+  // the bad `problem.<field>`; NOT_FOUND for an unknown device; CANCELLED when the service shuts
+  // down; whatever the tune returned otherwise. Returns the request's Waiter while it waits for a
+  // tune, null when `done` was already called.
+  std::shared_ptr<Waiter> StartGetConfig(const ConfigRequest& request, AnswerFn done);
 
-  // A forced, fresh tune (stored like any other). `progress` sees every candidate result as it
-  // completes, on the calling thread. GetConfig requests for the same problem that arrive while
-  // it is queued or running join it.
-  StatusOr<ConfigAnswer> Tune(const ForcedTuneRequest& request, const TuneProgressFn& progress,
-                              const RequestContext& ctx = {});
+  // A forced, fresh tune (stored like any other). `progress` (may be empty) sees every candidate
+  // result as it completes. GetConfig requests for the same problem that arrive while it is
+  // queued or running join it. Returns as StartGetConfig.
+  std::shared_ptr<Waiter> StartTune(const ForcedTuneRequest& request, TuneProgressFn progress,
+                                    AnswerFn done);
+
+  // The request no longer wants its answer: its callbacks are dropped (one already running may
+  // still finish). The tune it waits for goes on and is stored. Null: nothing to do.
+  void Detach(const std::shared_ptr<Waiter>& waiter);
+
+  // Blocking forms of the above, for in-process callers: wait for the answer.
+  StatusOr<ConfigAnswer> GetConfig(const ConfigRequest& request);
+  StatusOr<ConfigAnswer> Tune(const ForcedTuneRequest& request, const TuneProgressFn& progress);
 
   // The daemon's devices, index = position.
   std::vector<DeviceInfo> ListDevices() const;
@@ -140,30 +167,31 @@ class TransposeService {
   StatusOr<int> ResolveDevice(const DeviceRef& ref,
                               const std::string& field = "problem.device") const;
 
-  // Cancels every queued and running tune, wakes every waiting request (they return CANCELLED)
-  // and joins the device workers. Idempotent; later requests that would tune get CANCELLED.
-  void Shutdown();
+  // Cancels every queued and running tune, answers every waiting request CANCELLED and joins
+  // the device workers. Idempotent; later requests that would tune get CANCELLED.
+  void Shutdown() EXCLUDES(mu_);
   bool shutting_down() const { return shutdown_.load(); }
 
   ServiceCounters counters() const;
+  // Tunes queued or running per device (index = device), for metrics.
+  std::vector<int> QueueDepths() const EXCLUDES(mu_);
 
  private:
   struct Job;
-  struct Worker;
 
   TransposeService(std::vector<std::unique_ptr<Backend>> backends, Store* store,
                    ServiceOptions options);
 
   // Validation common to GetConfig and Tune: device, problem, candidates.
   Status CheckProblem(const Problem& problem, int device) const;
-  // Creates and enqueues a job; mu_ must be held.
+  // Creates and enqueues a job.
   std::shared_ptr<Job> EnqueueLocked(int device, const Problem& problem, TuneOptions options,
-                                     bool forced);
-  // Waits for the job (draining progress for `progress` if set); mu_ must not be held.
-  StatusOr<ConfigAnswer> Wait(const std::shared_ptr<Job>& job, const TuneProgressFn& progress,
-                              const RequestContext& ctx);
-  void WorkerLoop(int device);
-  void RunJob(int device, const std::shared_ptr<Job>& job);
+                                     bool forced) REQUIRES(mu_);
+  // Adds a waiter to a job that is not done (mu_ held, so the job cannot finish meanwhile).
+  std::shared_ptr<Waiter> JoinLocked(const std::shared_ptr<Job>& job, TuneProgressFn progress,
+                                     AnswerFn done) REQUIRES(mu_);
+  void WorkerLoop(int device) EXCLUDES(mu_);
+  void RunJob(int device, const std::shared_ptr<Job>& job) EXCLUDES(mu_);
   std::string DeviceList() const;
   StatusOr<StoreFilter> ResolveQuery(const EntryQuery& query) const;
 
@@ -180,11 +208,15 @@ class TransposeService {
   std::atomic<int64_t> cache_hits_{0};
   std::atomic<int64_t> cache_misses_{0};
 
-  mutable std::mutex mu_;
-  // In-flight tunes by "fingerprint|problem key" (the one that GetConfig joins). Guarded by mu_.
-  std::map<std::string, std::shared_ptr<Job>> inflight_;
-  std::vector<std::unique_ptr<Worker>> workers_;  // one per device; queues guarded by mu_
-  std::mutex join_mu_;                            // serialises Shutdown's joins
+  mutable Mutex mu_;
+  // In-flight tunes by "fingerprint|problem key" (the one that GetConfig joins).
+  std::map<std::string, std::shared_ptr<Job>> inflight_ GUARDED_BY(mu_);
+  // Per device: tunes waiting for the worker, the one it runs, and its wake-up.
+  std::vector<std::deque<std::shared_ptr<Job>>> queues_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Job>> running_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<CondVar>> wake_;  // one per device, on mu_
+  std::vector<std::thread> threads_;            // one per device
+  Mutex join_mu_;                               // serialises Shutdown's joins
 };
 
 }  // namespace transposed

@@ -1,0 +1,112 @@
+#include "server/rpc_interceptor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <utility>
+
+namespace transposed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using grpc::experimental::InterceptionHookPoints;
+
+constexpr const char kTransposer[] = "transposed.v1.Transposer";
+
+class RpcInterceptor : public grpc::experimental::Interceptor {
+ public:
+  RpcInterceptor(grpc::experimental::ServerRpcInfo* info, RpcNotes* notes, RpcRecorder* recorder)
+      : ctx_(info->server_context()), notes_(notes), recorder_(recorder), start_(Clock::now()) {
+    // "/transposed.v1.Transposer/GetConfig" -> service, method.
+    const std::string full = info->method() != nullptr ? info->method() : "";
+    const auto slash = full.rfind('/');
+    if (slash != std::string::npos && slash > 0) {
+      service_ = full.substr(full[0] == '/' ? 1 : 0, slash - (full[0] == '/' ? 1 : 0));
+      method_ = full.substr(slash + 1);
+    } else {
+      service_ = "";
+      method_ = full;
+    }
+  }
+  ~RpcInterceptor() override {
+    if (notes_ != nullptr && !reported_) notes_->Take(ctx_);
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
+        !reported_) {
+      reported_ = true;
+      Report(methods->GetSendStatus());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  void Report(const grpc::Status& status) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (recorder_ != nullptr) recorder_->OnRpcDone(service_, method_, status.error_code(), seconds);
+    std::string note = notes_ != nullptr ? notes_->Take(ctx_) : "";
+    if (!note.empty()) note += " ";
+    std::string code = GrpcCodeName(status.error_code());
+    if (!status.ok()) code += ": " + status.error_message();
+    spdlog::log(service_ == kTransposer ? spdlog::level::info : spdlog::level::debug,
+                "rpc={} {}latency_ms={:.3f} status={}", service_ == kTransposer
+                    ? method_ : service_ + "/" + method_,
+                note, seconds * 1e3, code);
+  }
+
+  const grpc::ServerContextBase* const ctx_;
+  RpcNotes* const notes_;
+  RpcRecorder* const recorder_;
+  const Clock::time_point start_;
+  std::string service_;
+  std::string method_;
+  bool reported_ = false;  // interceptor methods of one call are never run concurrently
+};
+
+}  // namespace
+
+const char* GrpcCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "UNKNOWN";
+  }
+}
+
+void RpcNotes::Note(const grpc::ServerContextBase* ctx, std::string note) {
+  MutexLock l(&mu_);
+  notes_[ctx] = std::move(note);
+}
+
+std::string RpcNotes::Take(const grpc::ServerContextBase* ctx) {
+  MutexLock l(&mu_);
+  auto it = notes_.find(ctx);
+  if (it == notes_.end()) return "";
+  std::string note = std::move(it->second);
+  notes_.erase(it);
+  return note;
+}
+
+grpc::experimental::Interceptor* RpcInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  return new RpcInterceptor(info, notes_, recorder_);
+}
+
+}  // namespace transposed
