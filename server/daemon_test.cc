@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/daemon_process.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 extern char** environ;
@@ -122,6 +123,8 @@ class DaemonTest : public ::testing::Test {
             "--tune-budget", "5"};
   }
 
+
+ public:
   static std::unique_ptr<v1::Transposer::Stub> Connect(int port) {
     return v1::Transposer::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                                        grpc::InsecureChannelCredentials()));
@@ -143,6 +146,7 @@ class DaemonTest : public ::testing::Test {
     return stub->GetConfig(&ctx, req, a);
   }
 
+ protected:
   fs::path dir_;
 };
 
@@ -411,16 +415,24 @@ TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
   EXPECT_EQ(CountOccurrences(log, "tune start"), 1) << log;
 }
 
+// The shared helper (testing/daemon_process.h) with the CPU backend on one thread.
+testing::DaemonProcess StartDaemon(std::vector<std::string> extra = {}) {
+  testing::DaemonOptions o;
+  o.binary = TRANSPOSED_BINARY;
+  o.extra_args = {"--cpu-threads", "1"};
+  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
+  return testing::DaemonProcess(o);
+}
+
 // A caller whose deadline passes before its tune ends gets DEADLINE_EXCEEDED, but the tune runs
-// to the end and is stored: a CACHE_ONLY request a little later finds the answer.
-TEST_F(DaemonTest, ShortDeadlineDetachesButTheTuneIsStored) {
-  Daemon d(Args());
-  ASSERT_TRUE(d.started());
-  const int port = d.WaitPort(dir_ / "port");
-  ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
-  auto stub = Connect(port);
-  v1::GetConfigRequest req = Request(1024, 1536);
-  req.mutable_problem()->set_dtype("f64");  // 12 MiB: well over 0.3 s to tune on one CPU thread
+// to the end and is stored: a CACHE_ONLY request a few seconds later finds the answer.
+TEST(DaemonProcessTest, ShortDeadlineDetachesButTheTuneIsStored) {
+  testing::DaemonProcess d = StartDaemon();
+  const Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  auto stub = DaemonTest::Connect(d.port());
+  v1::GetConfigRequest req = DaemonTest::Request(1024, 1536);
+  req.mutable_problem()->set_dtype("f64");  // 12 MiB: seconds to tune on one CPU thread
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 300ms);
@@ -435,35 +447,35 @@ TEST_F(DaemonTest, ShortDeadlineDetachesButTheTuneIsStored) {
   do {
     std::this_thread::sleep_for(200ms);
     answer.Clear();
-    found = Get(stub.get(), req, &answer);
+    found = DaemonTest::Get(stub.get(), req, &answer);
   } while (found.error_code() == grpc::StatusCode::NOT_FOUND &&
            std::chrono::steady_clock::now() < deadline);
-  ASSERT_TRUE(found.ok()) << found.error_message() << "\n" << ReadFile(dir_ / "log");
+  ASSERT_TRUE(found.ok()) << found.error_message() << "\n" << ReadFile(d.log());
   EXPECT_EQ(answer.source(), v1::SOURCE_CACHE);
   EXPECT_GT(answer.tune_seconds(), 0.3);
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(20s), 0);
-  const std::string log = ReadFile(dir_ / "log");
+  const Status stopped = d.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
+  const std::string log = ReadFile(d.log());
   EXPECT_EQ(CountOccurrences(log, "tune start device=0 problem=1024x1536.b1.f64"), 1) << log;
   EXPECT_EQ(CountOccurrences(log, "tune done device=0 problem=1024x1536.b1.f64"), 1) << log;
   EXPECT_NE(log.find("rpc=GetConfig problem=1024x1536 f64 device=0 source=- latency_ms="),
             std::string::npos)
       << log;
+  d.RemoveDir();
 }
 
 // Health answers SERVING for the Transposer service by name, as well as for the server ("").
-TEST_F(DaemonTest, HealthServesTheTransposerByName) {
-  Daemon d(Args());
-  ASSERT_TRUE(d.started());
-  const int port = d.WaitPort(dir_ / "port");
-  ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                     grpc::InsecureChannelCredentials());
+TEST(DaemonProcessTest, HealthServesTheTransposerByName) {
+  testing::DaemonProcess d = StartDaemon();
+  const Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  auto channel = grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   auto check = [&](const std::string& service, std::string* bytes) {
     // HealthCheckRequest{service}: field 1, length-delimited.
     std::string encoded;
-    if (!service.empty()) encoded = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
+    if (!service.empty())
+      encoded = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
     grpc::Slice slice(encoded);
     grpc::ByteBuffer request(&slice, 1);
     grpc::ByteBuffer response;
@@ -483,32 +495,34 @@ TEST_F(DaemonTest, HealthServesTheTransposerByName) {
   grpc::Status s = check("transposed.v1.Transposer", &bytes);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // SERVING
+  s = check("", &bytes);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
   s = check("no.such.Service", &bytes);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(20s), 0);
+  EXPECT_TRUE(d.Stop().ok());
+  d.RemoveDir();
 }
 
 // SIGHUP reopens the log file: after logrotate moved it away, new lines go to a new file.
-TEST_F(DaemonTest, SighupReopensTheLogFile) {
-  Daemon d(Args());
-  ASSERT_TRUE(d.started());
-  const int port = d.WaitPort(dir_ / "port");
-  ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
-  auto stub = Connect(port);
+TEST(DaemonProcessTest, SighupReopensTheLogFile) {
+  testing::DaemonProcess d = StartDaemon();
+  const Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  auto stub = DaemonTest::Connect(d.port());
   v1::Answer a;
-  ASSERT_TRUE(Get(stub.get(), Request(32, 48), &a).ok());
-  fs::rename(dir_ / "log", dir_ / "log.1");
-  d.Signal(SIGHUP);
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(32, 48), &a).ok());
+  const fs::path rotated = d.log().string() + ".1";
+  fs::rename(d.log(), rotated);
+  ASSERT_TRUE(d.Signal(SIGHUP).ok());
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!fs::exists(dir_ / "log") && std::chrono::steady_clock::now() < deadline)
+  while (!fs::exists(d.log()) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
-  ASSERT_TRUE(fs::exists(dir_ / "log"));
-  ASSERT_TRUE(Get(stub.get(), Request(32, 48), &a).ok());
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(20s), 0);
-  const std::string old_log = ReadFile(dir_ / "log.1");
-  const std::string new_log = ReadFile(dir_ / "log");
+  ASSERT_TRUE(fs::exists(d.log()));
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(32, 48), &a).ok());
+  EXPECT_TRUE(d.Stop().ok());
+  const std::string old_log = ReadFile(rotated);
+  const std::string new_log = ReadFile(d.log());
   EXPECT_NE(old_log.find("source=tuned"), std::string::npos) << old_log;
   EXPECT_EQ(old_log.find("source=cache"), std::string::npos) << old_log;
   EXPECT_NE(new_log.find("received SIGHUP, reopened the log file"), std::string::npos) << new_log;
@@ -516,6 +530,7 @@ TEST_F(DaemonTest, SighupReopensTheLogFile) {
             std::string::npos)
       << new_log;
   EXPECT_NE(new_log.find("shutdown complete"), std::string::npos) << new_log;
+  d.RemoveDir();
 }
 
 }  // namespace

@@ -146,6 +146,12 @@ Status DaemonProcess::Stop(double seconds) {
   return Status::OK();
 }
 
+Status DaemonProcess::Signal(int sig) {
+  if (pid_ <= 0) return Status::FailedPrecondition("daemon not running");
+  if (kill(pid_, sig) != 0) return Status::Internal(std::string("kill: ") + std::strerror(errno));
+  return Status::OK();
+}
+
 void DaemonProcess::RemoveDir() {
   std::error_code ec;
   if (!dir_.empty()) fs::remove_all(dir_, ec);

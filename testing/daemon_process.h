@@ -40,6 +40,8 @@ class DaemonProcess {
   Status Start();
   // SIGTERM, then waits up to `seconds` for exit 0 (INTERNAL otherwise, after a SIGKILL).
   Status Stop(double seconds = 30);
+  // Sends a signal to the running daemon (SIGHUP: reopen the log file).
+  Status Signal(int sig);
 
   const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
   int port() const { return port_; }
