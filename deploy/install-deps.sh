@@ -20,10 +20,14 @@ done
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libsqlite3-dev sqlite3 libspdlog-dev libcli11-dev nlohmann-json3-dev
+  libsqlite3-dev sqlite3 libspdlog-dev libcli11-dev nlohmann-json3-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev
   python3 python3-grpcio python3-protobuf python3-pip python3-setuptools
 )
+# Tests only: clang checks the thread-safety annotations (deploy/thread-safety.sh).
+if [ "$BUILD_ONLY" -eq 0 ]; then
+  PKGS+=(clang)
+fi
 # Tests only: node and npm run the Kubernetes manifest validator (deploy/kubernetes/validate/).
 # A node that is already installed (from any source) is used as it is.
 if [ "$BUILD_ONLY" -eq 0 ] && ! { command -v node >/dev/null && command -v npm >/dev/null; }; then

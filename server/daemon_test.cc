@@ -7,12 +7,17 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -530,6 +535,105 @@ TEST(DaemonProcessTest, SighupReopensTheLogFile) {
             std::string::npos)
       << new_log;
   EXPECT_NE(new_log.find("shutdown complete"), std::string::npos) << new_log;
+  d.RemoveDir();
+}
+
+// GET http://127.0.0.1:port/path (HTTP/1.0); the body of a 200 answer, or "" with *error.
+std::string HttpGet(int port, const std::string& path, std::string* error) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    *error = "socket failed";
+    return "";
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, n);
+    }
+  }
+  close(fd);
+  const auto body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.1 200", 0) != 0 && response.rfind("HTTP/1.0 200", 0) != 0) {
+    *error = "not a 200 answer: " + response.substr(0, 200);
+    return "";
+  }
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// The Prometheus text format: "name{label="v",...} value" per sample line -> value.
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  std::map<std::string, double> samples;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    samples[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
+  }
+  return samples;
+}
+
+// --metrics-listen serves /metrics; after a few requests it shows the right counts, histograms
+// and per-entry ratio.
+TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
+  testing::DaemonProcess d = StartDaemon({"--metrics-listen", "127.0.0.1:0"});
+  const Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  // "metrics on http://127.0.0.1:0/metrics (port 41234)"
+  const std::string startup_log = ReadFile(d.log());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(startup_log, m, std::regex(R"(metrics on \S+ \(port (\d+)\))")))
+      << startup_log;
+  const int metrics_port = std::stoi(m[1]);
+
+  auto stub = DaemonTest::Connect(d.port());
+  v1::Answer tuned, cached, a;
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &tuned).ok());  // miss
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &cached).ok());  // hit
+  EXPECT_EQ(cached.source(), v1::SOURCE_CACHE);
+  EXPECT_EQ(DaemonTest::Get(stub.get(), DaemonTest::Request(0, 96), &a).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 80, /*cache_only=*/true), &a)
+                .error_code(),
+            grpc::StatusCode::NOT_FOUND);  // a miss, no tune
+
+  std::string error;
+  const std::string text = HttpGet(metrics_port, "/metrics", &error);
+  ASSERT_FALSE(text.empty()) << error;
+  const auto samples = ParseMetrics(text);
+  auto value = [&](const std::string& series) {
+    auto it = samples.find(series);
+    EXPECT_NE(it, samples.end()) << series << " missing from\n" << text;
+    return it == samples.end() ? -1.0 : it->second;
+  };
+  const std::string rpc = R"(method="GetConfig",service="transposed.v1.Transposer")";
+  EXPECT_EQ(value(R"(transposed_rpc_requests_total{code="OK",)" + rpc + "}"), 2);
+  EXPECT_EQ(value(R"(transposed_rpc_requests_total{code="INVALID_ARGUMENT",)" + rpc + "}"), 1);
+  EXPECT_EQ(value(R"(transposed_rpc_requests_total{code="NOT_FOUND",)" + rpc + "}"), 1);
+  EXPECT_EQ(value("transposed_rpc_latency_seconds_count{" + rpc + "}"), 4);
+  EXPECT_EQ(value("transposed_rpc_latency_seconds_bucket{" + rpc + ",le=\"+Inf\"}"), 4);
+  // The tuning request took longer than the other three together.
+  EXPECT_GE(value("transposed_rpc_latency_seconds_sum{" + rpc + "}"), tuned.tune_seconds());
+  EXPECT_EQ(value(R"(transposed_cache_hits_total{device="0"})"), 1);
+  EXPECT_EQ(value(R"(transposed_cache_misses_total{device="0"})"), 2);
+  EXPECT_EQ(value(R"(transposed_tunes_started_total{device="0"})"), 1);
+  EXPECT_EQ(value(R"(transposed_tunes_completed_total{device="0"})"), 1);
+  EXPECT_EQ(value(R"(transposed_tunes_failed_total{device="0"})"), 0);
+  EXPECT_EQ(value(R"(transposed_tune_seconds_count{device="0"})"), 1);
+  EXPECT_GE(value(R"(transposed_tune_seconds_sum{device="0"})"), tuned.tune_seconds());
+  EXPECT_LT(value(R"(transposed_tune_seconds_sum{device="0"})"), tuned.tune_seconds() + 1.0);
+  EXPECT_EQ(value(R"(transposed_tune_queue_depth{device="0"})"), 0);
+  EXPECT_EQ(value(R"(transposed_worker_restarts_total{device="0"})"), 0);
+  EXPECT_NEAR(value(R"(transposed_entry_best_ratio{device="0",problem="64x96.b1.f32.ldi0.ldo0",)"
+                    R"(variant=")" + tuned.variant().name() + R"("})"),
+              tuned.ratio(), 1e-9);
+  EXPECT_TRUE(d.Stop().ok());
   d.RemoveDir();
 }
 

@@ -26,6 +26,7 @@
 #include "core/version.h"
 #include "server/backends.h"
 #include "server/grpc_service.h"
+#include "server/metrics.h"
 #include "server/rpc_interceptor.h"
 #include "server/service.h"
 #include "server/startup.h"
@@ -43,6 +44,7 @@ struct Flags {
   std::string log_level = "info";
   std::string log_file;
   std::string port_file;
+  std::string metrics_listen;
 };
 
 // A log file sink that can reopen its file (after logrotate moved it away): spdlog's
@@ -140,6 +142,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-file", flags.log_file, "log to this file instead of stderr");
   app.add_option("--port-file", flags.port_file,
                  "write the bound port to this file once serving (atomically, via rename)");
+  app.add_option("--metrics-listen", flags.metrics_listen,
+                 "HOST:PORT to serve Prometheus metrics on at /metrics (port 0: any free port; "
+                 "default: no metrics server)");
   CLI11_PARSE(app, argc, argv);
   // Usage errors CLI11 lets through: a config file with keys or sections it would ignore, a
   // --listen it would hand to gRPC unchecked.
@@ -154,6 +159,15 @@ int main(int argc, char** argv) {
   if (!listen.ok()) {
     std::fprintf(stderr, "transposed: %s\n", listen.status().message().c_str());
     return 2;
+  }
+  if (!flags.metrics_listen.empty()) {
+    auto metrics_listen = transposed::ParseListenAddress(flags.metrics_listen);
+    if (!metrics_listen.ok() || metrics_listen->unix_socket) {
+      std::fprintf(stderr, "transposed: --metrics-listen: %s\n",
+                   metrics_listen.ok() ? "must be HOST:PORT (no unix socket)"
+                                       : metrics_listen.status().message().c_str());
+      return 2;
+    }
   }
 
   std::shared_ptr<ReopenableFileSink> log_sink;
@@ -187,8 +201,11 @@ int main(int argc, char** argv) {
   }
   spdlog::info("db={}", flags.db);
 
+  // Counts from the first request on; served (below) only with --metrics-listen.
+  transposed::Metrics metrics(static_cast<int>(backends->size()));
   transposed::ServiceOptions options;
   options.tune_budget_seconds = flags.tune_budget;
+  options.observer = &metrics;
   auto service =
       transposed::TransposeService::Create(std::move(backends).value(), store->get(), options);
   if (!service.ok()) {
@@ -204,7 +221,7 @@ int main(int argc, char** argv) {
   {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(
-        std::make_unique<transposed::RpcInterceptorFactory>(&rpc_notes, /*recorder=*/nullptr));
+        std::make_unique<transposed::RpcInterceptorFactory>(&rpc_notes, &metrics));
     builder.experimental().SetInterceptorCreators(std::move(creators));
   }
   int port = 0;
@@ -222,6 +239,17 @@ int main(int argc, char** argv) {
   if (auto* health = server->GetHealthCheckService())
     health->SetServingStatus(transposed::v1::Transposer::service_full_name(), true);
   spdlog::info("listening on {} (port {})", flags.listen, port);
+  if (!flags.metrics_listen.empty()) {
+    metrics.Attach(service->get(), store->get());
+    auto metrics_port = metrics.Serve(flags.metrics_listen);
+    if (!metrics_port.ok()) {
+      spdlog::error("cannot serve metrics: {}", metrics_port.status().ToString());
+      (*service)->Shutdown();
+      server->Shutdown();
+      return 1;
+    }
+    spdlog::info("metrics on http://{}/metrics (port {})", flags.metrics_listen, *metrics_port);
+  }
   if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
     spdlog::error("cannot write --port-file={}", flags.port_file);
     (*service)->Shutdown();
@@ -256,6 +284,7 @@ int main(int argc, char** argv) {
   server->Wait();
   signal_thread.join();
   server.reset();
+  metrics.Stop();  // no scrape reads the service or the store any more
   const transposed::ServiceCounters c = (*service)->counters();
   spdlog::info(
       "counters tunes_started={} tunes_completed={} tunes_failed={} cache_hits={} "

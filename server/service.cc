@@ -176,6 +176,12 @@ std::vector<int> TransposeService::QueueDepths() const {
   return depths;
 }
 
+std::vector<int64_t> TransposeService::WorkerRestarts() const {
+  std::vector<int64_t> restarts;
+  for (const auto& b : backends_) restarts.push_back(b->worker_restarts());
+  return restarts;
+}
+
 std::vector<DeviceInfo> TransposeService::ListDevices() const { return devices_; }
 
 std::string TransposeService::DeviceList() const {

@@ -175,6 +175,8 @@ class TransposeService {
   ServiceCounters counters() const;
   // Tunes queued or running per device (index = device), for metrics.
   std::vector<int> QueueDepths() const EXCLUDES(mu_);
+  // Worker processes restarted per device (Backend::worker_restarts), for metrics.
+  std::vector<int64_t> WorkerRestarts() const;
 
  private:
   struct Job;

@@ -9,6 +9,7 @@
 // per-device worker guarantees this, so that measurements never overlap).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -88,6 +89,14 @@ class Backend {
   virtual std::vector<Candidate> Candidates(const Problem& p) const = 0;
   // Allocates and fills buffers for `p`. RESOURCE_EXHAUSTED when it does not fit.
   virtual StatusOr<std::unique_ptr<Session>> Open(const Problem& p) = 0;
+
+  // Measuring worker processes restarted after they died (the daemon's metrics read it at scrape
+  // time, lock-free). An out-of-process backend calls CountWorkerRestart() for each restart.
+  int64_t worker_restarts() const { return worker_restarts_.load(std::memory_order_relaxed); }
+  void CountWorkerRestart() { worker_restarts_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> worker_restarts_{0};
 };
 
 }  // namespace transposed

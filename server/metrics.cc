@@ -1,0 +1,241 @@
+#include "server/metrics.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
+#include <exception>
+#include <utility>
+
+namespace transposed {
+
+namespace {
+
+// RPC latency: 0.5 ms (a cache hit) to 10 min (a long tune).
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+      1,      2.5,   5,      10,    30,   60,    120,  300, 600};
+  return *b;
+}
+
+// Tune wall time: 0.1 s (a tiny CPU problem) to 20 min.
+const prometheus::Histogram::BucketBoundaries& TuneBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200};
+  return *b;
+}
+
+prometheus::ClientMetric::Label L(std::string name, std::string value) {
+  return prometheus::ClientMetric::Label{std::move(name), std::move(value)};
+}
+
+}  // namespace
+
+// The scrape-time metrics: read from the service and the store when /metrics is fetched.
+class Metrics::ScrapeCollector : public prometheus::Collectable {
+ public:
+  void Attach(const TransposeService* service, Store* store) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    service_ = service;
+    store_ = store;
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    std::vector<prometheus::MetricFamily> out;
+    if (service_ == nullptr) return out;
+    const std::vector<DeviceInfo> devices = service_->ListDevices();
+
+    prometheus::MetricFamily depth{"transposed_tune_queue_depth",
+                                   "Tunes queued or running, per device", prometheus::MetricType::Gauge,
+                                   {}};
+    const std::vector<int> depths = service_->QueueDepths();
+    for (size_t d = 0; d < depths.size(); ++d) {
+      prometheus::ClientMetric m;
+      m.label = {L("device", std::to_string(d))};
+      m.gauge.value = depths[d];
+      depth.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(depth));
+
+    prometheus::MetricFamily restarts{"transposed_worker_restarts_total",
+                                      "Measuring worker processes restarted after they died, per "
+                                      "device",
+                                      prometheus::MetricType::Counter,
+                                      {}};
+    const std::vector<int64_t> counts = service_->WorkerRestarts();
+    for (size_t d = 0; d < counts.size(); ++d) {
+      prometheus::ClientMetric m;
+      m.label = {L("device", std::to_string(d))};
+      m.counter.value = static_cast<double>(counts[d]);
+      restarts.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(restarts));
+
+    prometheus::MetricFamily ratio{
+        "transposed_entry_best_ratio",
+        "Stored winner's bandwidth over the device's copy ceiling, per entry of this daemon's "
+        "devices",
+        prometheus::MetricType::Gauge,
+        {}};
+    if (store_ != nullptr) {
+      int left = kMaxEntrySeries;
+      for (const auto& device : devices) {
+        if (left <= 0) break;
+        StoreFilter filter;
+        filter.device_fingerprint = device.Fingerprint();
+        auto entries = store_->List(filter, /*include_candidates=*/false, left);
+        if (!entries.ok()) continue;  // a busy store: this scrape goes without
+        left -= static_cast<int>(entries->size());
+        for (const auto& e : *entries) {
+          const double ceiling = e.ceiling_gbps();
+          prometheus::ClientMetric m;
+          m.label = {L("device", std::to_string(device.index)), L("problem", e.problem.Key()),
+                     L("variant", e.best.name)};
+          m.gauge.value = ceiling > 0 ? e.gbps() / ceiling : 0;
+          ratio.metric.push_back(std::move(m));
+        }
+      }
+    }
+    out.push_back(std::move(ratio));
+    return out;
+  }
+
+ private:
+  mutable Mutex mu_;
+  const TransposeService* service_ GUARDED_BY(mu_) = nullptr;
+  Store* store_ GUARDED_BY(mu_) = nullptr;
+};
+
+Metrics::Metrics(int devices)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      scrape_(std::make_shared<ScrapeCollector>()) {
+  rpc_requests_ = &prometheus::BuildCounter()
+                       .Name("transposed_rpc_requests_total")
+                       .Help("gRPC calls finished, by service, method and status code")
+                       .Register(*registry_);
+  rpc_latency_ = &prometheus::BuildHistogram()
+                      .Name("transposed_rpc_latency_seconds")
+                      .Help("gRPC call wall time from its start until its status was sent")
+                      .Register(*registry_);
+  auto& hits = prometheus::BuildCounter()
+                   .Name("transposed_cache_hits_total")
+                   .Help("GetConfig requests answered from the store, per device")
+                   .Register(*registry_);
+  auto& misses = prometheus::BuildCounter()
+                     .Name("transposed_cache_misses_total")
+                     .Help("GetConfig requests not in the store (CACHE_ONLY misses included), "
+                           "per device")
+                     .Register(*registry_);
+  auto& started = prometheus::BuildCounter()
+                      .Name("transposed_tunes_started_total")
+                      .Help("Tunes that began measuring, per device")
+                      .Register(*registry_);
+  auto& completed = prometheus::BuildCounter()
+                        .Name("transposed_tunes_completed_total")
+                        .Help("Tunes that ended with a winner (stored), per device")
+                        .Register(*registry_);
+  auto& failed = prometheus::BuildCounter()
+                     .Name("transposed_tunes_failed_total")
+                     .Help("Tunes that ended with an error or were cancelled, per device")
+                     .Register(*registry_);
+  auto& seconds = prometheus::BuildHistogram()
+                      .Name("transposed_tune_seconds")
+                      .Help("Wall time of tunes that began measuring, per device")
+                      .Register(*registry_);
+  for (int d = 0; d < devices; ++d) {
+    const prometheus::Labels labels{{"device", std::to_string(d)}};
+    devices_.push_back(PerDevice{&hits.Add(labels), &misses.Add(labels), &started.Add(labels),
+                                 &completed.Add(labels), &failed.Add(labels),
+                                 &seconds.Add(labels, TuneBuckets())});
+  }
+}
+
+Metrics::~Metrics() { Stop(); }
+
+void Metrics::Attach(const TransposeService* service, Store* store) {
+  scrape_->Attach(service, store);
+}
+
+StatusOr<int> Metrics::Serve(const std::string& listen) {
+  MutexLock l(&mu_);
+  if (exposer_ != nullptr) return Status::FailedPrecondition("metrics: already serving");
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    // One thread is plenty for a scraper every few seconds.
+    exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return Status::Unavailable("--metrics-listen=" + listen + ": cannot listen: " + e.what());
+  }
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  if (ports.empty())
+    return Status::Unavailable("--metrics-listen=" + listen + ": no listening port");
+  exposer->RegisterCollectable(registry_);
+  exposer->RegisterCollectable(scrape_);
+  exposer_ = std::move(exposer);
+  return ports.front();
+}
+
+void Metrics::Stop() {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  {
+    MutexLock l(&mu_);
+    exposer.swap(exposer_);
+  }
+  exposer.reset();  // joins its threads, outside mu_
+}
+
+std::string Metrics::Text() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (auto& f : scrape_->Collect()) families.push_back(std::move(f));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+const Metrics::PerDevice* Metrics::Device(int device) const {
+  if (device < 0 || device >= static_cast<int>(devices_.size())) return nullptr;
+  return &devices_[device];
+}
+
+void Metrics::OnCacheLookup(int device, bool hit) {
+  if (const PerDevice* d = Device(device)) (hit ? d->cache_hits : d->cache_misses)->Increment();
+}
+
+void Metrics::OnTuneStarted(int device) {
+  if (const PerDevice* d = Device(device)) d->tunes_started->Increment();
+}
+
+void Metrics::OnTuneFinished(int device, const Status& status, double seconds) {
+  const PerDevice* d = Device(device);
+  if (d == nullptr) return;
+  (status.ok() ? d->tunes_completed : d->tunes_failed)->Increment();
+  d->tune_seconds->Observe(seconds);
+}
+
+void Metrics::OnRpcDone(const std::string& service, const std::string& method,
+                        grpc::StatusCode code, double seconds) {
+  Rpc rpc;
+  {
+    MutexLock l(&mu_);
+    auto key = std::make_tuple(service, method, std::string(GrpcCodeName(code)));
+    auto it = rpcs_.find(key);
+    if (it == rpcs_.end()) {
+      if (static_cast<int>(rpcs_.size()) >= kMaxRpcSeries) std::get<1>(key) = "other";
+      it = rpcs_.find(key);
+    }
+    if (it == rpcs_.end()) {
+      Rpc added;
+      added.requests = &rpc_requests_->Add({{"service", std::get<0>(key)},
+                                            {"method", std::get<1>(key)},
+                                            {"code", std::get<2>(key)}});
+      added.latency = &rpc_latency_->Add(
+          {{"service", std::get<0>(key)}, {"method", std::get<1>(key)}}, LatencyBuckets());
+      it = rpcs_.emplace(std::move(key), added).first;
+    }
+    rpc = it->second;
+  }
+  rpc.requests->Increment();
+  rpc.latency->Observe(seconds);
+}
+
+}  // namespace transposed

@@ -1,0 +1,98 @@
+// Metrics: the daemon's Prometheus metrics (prometheus-cpp), served over HTTP at /metrics on
+// --metrics-listen HOST:PORT.
+//
+// Counted as things happen (Metrics is the service's ServiceObserver and the interceptor's
+// RpcRecorder): requests by RPC and code, RPC latency, cache hits and misses, tunes started,
+// completed and failed, tune wall time. Read at scrape time (a Collectable over the service and
+// the store): tune queue depth and worker restarts per device, and the best ratio (winner /
+// copy ceiling) of each stored entry of this daemon's devices (at most kMaxEntrySeries, newest
+// first). Every name is listed in the README ("Metrics") and in metrics.cc.
+//
+// Thread-safety: every method may be called from any number of threads at once. Attach() must be
+// called before Serve(); the service and store it is given must outlive the exposer, i.e. this
+// object, or Stop() must be called first.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/mutex.h"
+#include "core/status.h"
+#include "core/thread_annotations.h"
+#include "server/rpc_interceptor.h"
+#include "server/service.h"
+#include "server/store.h"
+
+namespace transposed {
+
+class Metrics final : public ServiceObserver, public RpcRecorder {
+ public:
+  // Entries of the per-entry ratio gauge, newest first; older entries are left out.
+  static constexpr int kMaxEntrySeries = 10000;
+  // Distinct (service, method, code) series of the request counter; later ones count as
+  // method "other" (a client can name methods that do not exist).
+  static constexpr int kMaxRpcSeries = 512;
+
+  // Counters of `devices` devices (index 0..devices-1).
+  explicit Metrics(int devices);
+  ~Metrics() override;
+
+  // The sources of the scrape-time metrics.
+  void Attach(const TransposeService* service, Store* store) EXCLUDES(mu_);
+  // Serves /metrics on HOST:PORT (port 0: any free port); the bound port. UNAVAILABLE when it
+  // cannot listen there.
+  StatusOr<int> Serve(const std::string& listen) EXCLUDES(mu_);
+  // Stops serving (idempotent); later scrapes fail to connect.
+  void Stop() EXCLUDES(mu_);
+
+  // Everything, in the Prometheus text format (what /metrics answers).
+  std::string Text() const;
+
+  // ServiceObserver
+  void OnCacheLookup(int device, bool hit) override;
+  void OnTuneStarted(int device) override;
+  void OnTuneFinished(int device, const Status& status, double seconds) override;
+  // RpcRecorder
+  void OnRpcDone(const std::string& service, const std::string& method, grpc::StatusCode code,
+                 double seconds) override;
+
+ private:
+  class ScrapeCollector;
+  struct PerDevice {
+    prometheus::Counter* cache_hits;
+    prometheus::Counter* cache_misses;
+    prometheus::Counter* tunes_started;
+    prometheus::Counter* tunes_completed;
+    prometheus::Counter* tunes_failed;
+    prometheus::Histogram* tune_seconds;
+  };
+  struct Rpc {
+    prometheus::Counter* requests;
+    prometheus::Histogram* latency;
+  };
+
+  const PerDevice* Device(int device) const;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<ScrapeCollector> scrape_;
+  prometheus::Family<prometheus::Counter>* rpc_requests_;
+  prometheus::Family<prometheus::Histogram>* rpc_latency_;
+  std::vector<PerDevice> devices_;  // immutable after construction
+
+  Mutex mu_;
+  // (service, method, code name) -> its series.
+  std::map<std::tuple<std::string, std::string, std::string>, Rpc> rpcs_ GUARDED_BY(mu_);
+  std::unique_ptr<prometheus::Exposer> exposer_ GUARDED_BY(mu_);
+};
+
+}  // namespace transposed
