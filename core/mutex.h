@@ -42,23 +42,24 @@ class SCOPED_CAPABILITY MutexLock {
   Mutex* const mu_;
 };
 
-// A condition variable bound to one Mutex, which every Wait* caller must hold.
+// A condition variable; every Wait names the Mutex it releases while waiting, which the caller
+// holds (checked by the analysis) and holds again on return. Use one Mutex per CondVar.
 class CondVar {
  public:
-  explicit CondVar(Mutex* mu) : mu_(mu) {}
+  CondVar() = default;
   CondVar(const CondVar&) = delete;
   CondVar& operator=(const CondVar&) = delete;
 
-  // Waits for a notification (or a spurious wake-up); the mutex is held again on return.
-  void Wait() REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  // Waits for a notification (or a spurious wake-up).
+  void Wait(Mutex* mu) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();
   }
   // As Wait, for at most `timeout`; false when it timed out.
   template <typename Rep, typename Period>
-  bool WaitFor(std::chrono::duration<Rep, Period> timeout) REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  bool WaitFor(Mutex* mu, std::chrono::duration<Rep, Period> timeout) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool notified = cv_.wait_for(lock, timeout) == std::cv_status::no_timeout;
     lock.release();
     return notified;
@@ -67,7 +68,6 @@ class CondVar {
   void SignalAll() { cv_.notify_all(); }
 
  private:
-  Mutex* const mu_;
   std::condition_variable cv_;
 };
 

@@ -128,7 +128,7 @@ TransposeService::TransposeService(std::vector<std::unique_ptr<Backend>> backend
     queues_.resize(backends_.size());
     running_.resize(backends_.size());
   }
-  for (size_t i = 0; i < backends_.size(); ++i) wake_.push_back(std::make_unique<CondVar>(&mu_));
+  for (size_t i = 0; i < backends_.size(); ++i) wake_.push_back(std::make_unique<CondVar>());
   for (size_t i = 0; i < backends_.size(); ++i)
     threads_.emplace_back([this, i] { WorkerLoop(static_cast<int>(i)); });
 }
@@ -361,7 +361,7 @@ namespace {
 template <typename T>
 struct Rendezvous {
   Mutex mu;
-  CondVar cv{&mu};
+  CondVar cv;
   std::optional<T> value GUARDED_BY(mu);
 
   void Put(T v) EXCLUDES(mu) {
@@ -371,7 +371,7 @@ struct Rendezvous {
   }
   T Take() EXCLUDES(mu) {
     MutexLock l(&mu);
-    while (!value.has_value()) cv.Wait();
+    while (!value.has_value()) cv.Wait(&mu);
     return std::move(*value);
   }
 };
@@ -396,7 +396,7 @@ void TransposeService::WorkerLoop(int device) {
     std::shared_ptr<Job> job;
     {
       MutexLock l(&mu_);
-      while (!shutdown_.load() && queues_[device].empty()) wake_[device]->Wait();
+      while (!shutdown_.load() && queues_[device].empty()) wake_[device]->Wait(&mu_);
       if (queues_[device].empty()) return;  // shutting down, nothing left to run
       job = std::move(queues_[device].front());
       queues_[device].pop_front();
