@@ -9,9 +9,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-METHODS = ["cublas_geam", "naive", "tile", "tile_padded", "family_best"]
+METHODS = ["cublas_geam", "naive", "tile", "tile_padded", "family_best", "tuned"]
 COLORS = {"cublas_geam": "#7f7f7f", "naive": "#d62728", "tile": "#ff7f0e",
-          "tile_padded": "#bcbd22", "family_best": "#1f77b4"}
+          "tile_padded": "#bcbd22", "family_best": "#1f77b4", "tuned": "#2ca02c"}
 
 
 def main():

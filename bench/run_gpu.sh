@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One command for the GPU machine: the GPU correctness test, compute-sanitizer (memcheck and
-# racecheck) on the small-shape subset, the benchmark and its plot.
+# racecheck) on the small-shape subset, the benchmark and its plot, and the benchmark's random
+# mode (RANDOM_N problems, default 25, from a fresh seed unless SEED is set; the seed is printed).
 #   bench/run_gpu.sh BUNDLE OUTDIR
 # BUNDLE is a folder made by /work/shared/tools/bundle holding kernels_gpu_test and
 # transpose_bench (BUNDLE/run NAME ARGS runs them); OUTDIR receives:
-#   gpu_test.log, sanitizer.log, bench.log, bench.csv, bench_all.csv, bench.png
+#   gpu_test.log, sanitizer.log, bench.log, bench.csv, bench_all.csv, bench.png,
+#   random.log, random.csv, random_all.csv
 # Exit status: non-zero if the test, a sanitizer or the benchmark's checks failed.
 set -uo pipefail
 bundle=${1:?usage: run_gpu.sh BUNDLE OUTDIR}
@@ -44,4 +46,10 @@ echo "== transpose_bench"
   2>&1 | tee -a "$out/bench.log" || status=1
 
 python3 "$here/plot.py" "$out/bench.csv" "$out/bench.png" || echo "plot failed"
+
+echo "== transpose_bench --random ${RANDOM_N:-25}"
+"$bundle/run" transpose_bench --random "${RANDOM_N:-25}" ${SEED:+--seed "$SEED"} \
+  --csv "$out/random.csv" --all-csv "$out/random_all.csv" > "$out/random.log" 2>&1 || status=1
+grep -E "^random mode|^cuBLAS|^device" "$out/random.log"
+sed -n '/^problem /,$p' "$out/random.log"
 exit $status

@@ -1,34 +1,41 @@
 // transpose_bench: effective bandwidth of the transpose family against the device-to-device copy
 // ceiling and cuBLAS geam, on one GPU, in one run.
 //
-// For each problem it measures, each with warm-up, repeated timed samples and the median:
-//   memcpy       cudaMemcpyAsync device-to-device of the same bytes (the ceiling);
-//   cublas_geam  cublas{S,D}geam with op(A) = A^T (f32/f64 only; cuBLAS is loaded with dlopen, so
-//                the column is skipped with a warning where no libcublas is found);
+// Two modes:
+//   fixed (default)   the benchmark problems of bench/problems.h;
+//   --random N        N problems drawn from a seed (--seed S, else a fresh one, printed) across
+//                     element sizes 1/2/4/8/16, odd and aligned shapes, skinny sides, batches and
+//                     leading dimensions, 16 MiB to 2 GiB (--min-mib/--max-mib), with a summary
+//                     per element size: median and worst share of the copy, ratio to cuBLAS.
+// For each problem, in the same run and through the one measurement harness the daemon's worker
+// uses (transposed/kernels/harness.h: rotating pairs past 4x L2, event-timed samples, median):
+//   memcpy        cudaMemcpyAsync device-to-device of the same bytes (the ceiling);
+//   cublas_geam   the family's vendor member `cublas.geam` (cublasSgeam/Dgeam, op(A) = A^T; f32
+//                 and f64, one matrix; dlopen'd: skipped where libcublas is absent);
 //   naive, tile, tile_padded  the textbook kernels (naive, tile32x32.rows8.pad0/pad1);
-//   family_best  every configuration EnumerateConfigs offers, the best by median.
-// Every launch of a sample goes to the next of N rotating input/output pairs, N chosen so the
-// pairs together exceed 4x the L2 size read from the device; one sample is one replay of a CUDA
-// graph holding one launch per pair (so launch gaps do not dominate small problems), divided by
-// N. Effective bandwidth is 2 * bytes / time. Every family configuration timed is first checked
-// bit-exactly against the reference kernel on a poisoned output; a failing one is reported and
-// never ranked.
+//   family_best   the best of our own kernels (every non-vendor configuration EnumerateConfigs
+//                 offers);
+//   tuned         the best of everything, cuBLAS included: what the daemon's exhaustive search
+//                 would answer.
+// Every configuration timed (cuBLAS included) is first checked against the reference kernel on a
+// poisoned output with random bits (bit-exactly; cuBLAS value-exactly: NaN payloads may change,
+// see config.h); a failing one is reported and never ranked.
+// Effective bandwidth is 2 * bytes / median time.
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "bench/problems.h"
 #include "core/problem.h"
-#include "kernels/device_check.cuh"
 #include "transposed/kernels/config.h"
+#include "transposed/kernels/harness.h"
 #include "transposed/kernels/launch.h"
 
 namespace transposed {
@@ -36,185 +43,260 @@ namespace {
 
 using kernels::TransposeConfig;
 
-#define BENCH_CUDA(expr)                                                                          \
-  do {                                                                                            \
-    cudaError_t e_ = (expr);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                               \
-    }                                                                                             \
-  } while (0)
-
-// ---- cuBLAS through dlopen (no link-time dependency; CI has no libcublas necessarily).
-struct Cublas {
-  using CreateFn = int (*)(void**);
-  using DestroyFn = int (*)(void*);
-  using SetStreamFn = int (*)(void*, cudaStream_t);
-  using GetVersionFn = int (*)(void*, int*);
-  using SgeamFn = int (*)(void*, int, int, int, int, const float*, const float*, int, const float*,
-                          const float*, int, float*, int);
-  using DgeamFn = int (*)(void*, int, int, int, int, const double*, const double*, int,
-                          const double*, const double*, int, double*, int);
-  void* lib = nullptr;
-  void* handle = nullptr;
-  SgeamFn sgeam = nullptr;
-  DgeamFn dgeam = nullptr;
-  SetStreamFn set_stream = nullptr;
-  int version = 0;
-  std::string where;
-
-  bool Load() {
-    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (lib) {
-        where = name;
-        break;
-      }
-    }
-    if (!lib) return false;
-    auto create = reinterpret_cast<CreateFn>(dlsym(lib, "cublasCreate_v2"));
-    auto get_version = reinterpret_cast<GetVersionFn>(dlsym(lib, "cublasGetVersion_v2"));
-    set_stream = reinterpret_cast<SetStreamFn>(dlsym(lib, "cublasSetStream_v2"));
-    sgeam = reinterpret_cast<SgeamFn>(dlsym(lib, "cublasSgeam"));
-    dgeam = reinterpret_cast<DgeamFn>(dlsym(lib, "cublasDgeam"));
-    if (!create || !set_stream || !sgeam || !dgeam || create(&handle) != 0) return false;
-    if (get_version) get_version(handle, &version);
-    return true;
-  }
-};
-
-struct BenchProblem {
-  std::string label;
+struct Row {
+  std::string problem, kind, method, config;
   Problem p;
-};
-
-std::vector<BenchProblem> Problems() {
-  std::vector<BenchProblem> v;
-  for (const Problem& p : bench::BenchmarkProblems()) v.push_back({p.ToString(), p});
-  return v;
-}
-
-struct Timing {
   bool ok = false;
   std::string error;
   double median_s = 0, min_s = 0;
-  int samples = 0;
-};
-
-struct Options {
-  int warmup = 3;
-  int min_samples = 15;
-  double min_seconds = 0.02;
-  int max_samples = 200;
-};
-
-// Times `launch(i)` for i over the N pairs: one sample = one pass (a captured graph where
-// possible), divided by N.
-Timing TimePasses(const std::function<Status(int)>& launch, int n, cudaStream_t s, const Options& o,
-                  bool allow_graph = true) {
-  Timing t;
-  // First a direct pass: errors surface here rather than inside capture.
-  for (int i = 0; i < n; ++i) {
-    Status st = launch(i);
-    if (!st.ok()) {
-      t.error = st.ToString();
-      return t;
-    }
-  }
-  if (cudaStreamSynchronize(s) != cudaSuccess) {
-    t.error = cudaGetErrorString(cudaGetLastError());
-    return t;
-  }
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  bool use_graph =
-      allow_graph && cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-  if (use_graph) {
-    bool captured = true;
-    for (int i = 0; i < n && captured; ++i) captured = launch(i).ok();
-    const bool ended = cudaStreamEndCapture(s, &graph) == cudaSuccess;
-    use_graph = captured && ended && graph != nullptr &&
-                cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-    if (!use_graph) cudaGetLastError();
-  }
-  auto pass = [&]() {
-    if (use_graph) {
-      cudaGraphLaunch(exec, s);
-    } else {
-      for (int i = 0; i < n; ++i) (void)launch(i);
-    }
-  };
-  cudaEvent_t a, b;
-  BENCH_CUDA(cudaEventCreate(&a));
-  BENCH_CUDA(cudaEventCreate(&b));
-  for (int w = 0; w < o.warmup; ++w) pass();
-  std::vector<double> samples;
-  double total = 0;
-  while ((static_cast<int>(samples.size()) < o.min_samples || total < o.min_seconds) &&
-         static_cast<int>(samples.size()) < o.max_samples) {
-    BENCH_CUDA(cudaEventRecord(a, s));
-    pass();
-    BENCH_CUDA(cudaEventRecord(b, s));
-    BENCH_CUDA(cudaEventSynchronize(b));
-    float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
-    samples.push_back(ms * 1e-3 / n);
-    total += ms * 1e-3;
-  }
-  const cudaError_t err = cudaGetLastError();
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
-  if (err != cudaSuccess) {
-    t.error = cudaGetErrorString(err);
-    return t;
-  }
-  std::sort(samples.begin(), samples.end());
-  t.ok = true;
-  t.samples = static_cast<int>(samples.size());
-  t.min_s = samples.front();
-  const size_t mid = samples.size() / 2;
-  t.median_s = samples.size() % 2 ? samples[mid] : 0.5 * (samples[mid - 1] + samples[mid]);
-  return t;
-}
-
-struct Row {
-  std::string problem, dtype, method, config;
-  Problem p;
-  Timing t;
-  int buffers = 0;
+  int samples = 0, buffers = 0;
   double copy_s = 0;
-  double gbps() const { return t.ok ? EffectiveGBps(p.bytes(), t.median_s) : 0; }
-  double pct() const { return t.ok && copy_s > 0 ? 100.0 * copy_s / t.median_s : 0; }
+  double gbps() const { return ok ? EffectiveGBps(p.bytes(), median_s) : 0; }
+  double pct() const { return ok && copy_s > 0 ? 100.0 * copy_s / median_s : 0; }
 };
 
-void WriteCsv(const std::string& path, const std::vector<Row>& rows) {
+struct Bench {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<kernels::EventPool> events;
+  kernels::TimingOptions timing;
+  std::vector<Row> all;  // every configuration of every problem
+  uint64_t check_seed = 0x5eedb000;
+  bool any_failed = false;
+
+  // Measures one problem; returns its summary rows (memcpy, geam, textbook, family_best, tuned).
+  std::vector<Row> Problem1(const std::string& label, const std::string& kind, const Problem& p) {
+    std::vector<Row> rows;
+    auto row = [&](const std::string& method, const std::string& config) {
+      Row r;
+      r.problem = label;
+      r.kind = kind;
+      r.method = method;
+      r.config = config;
+      r.p = p;
+      return r;
+    };
+    auto buffers = kernels::RotatingBuffers::Create(p, stream);
+    if (!buffers.ok()) {
+      Row r = row("memcpy", "D2D");
+      r.error = buffers.status().ToString();
+      std::printf("%s: %s\n", label.c_str(), r.error.c_str());
+      any_failed = true;
+      rows.push_back(r);
+      return rows;
+    }
+    kernels::RotatingBuffers& b = **buffers;
+    uint64_t rotate = 0;
+    auto time = [&](Row& r, const std::function<Status(int)>& launch) {
+      auto t = kernels::TimeLaunches(launch, b.pairs(), &rotate, stream, *events, timing);
+      r.buffers = b.pairs();
+      if (!t.ok()) {
+        r.error = t.status().ToString();
+        return;
+      }
+      r.ok = true;
+      r.median_s = t->median_s();
+      r.min_s = t->min_s();
+      r.samples = static_cast<int>(t->samples_s.size());
+    };
+
+    Row copy = row("memcpy", "D2D");
+    time(copy, [&](int i) { return kernels::LaunchMemcpy(b, i, stream); });
+    rows.push_back(copy);
+
+    // Check, then time, every configuration the family offers for this problem.
+    const std::vector<std::pair<std::string, TransposeConfig>> textbook = {
+        {"naive", kernels::NaiveConfig()},
+        {"tile", kernels::TextbookTileConfig()},
+        {"tile_padded", kernels::TextbookPaddedTileConfig()}};
+    Row best_family = row("family_best", ""), best_any = row("tuned", "");
+    std::vector<Row> extra;
+    for (const TransposeConfig& c : kernels::EnumerateConfigs(p)) {
+      if (!kernels::VendorAvailable(c)) continue;
+      Row r = row("family", c.Name());
+      auto prepared = kernels::PreparedLaunch::Prepare(c, p);
+      Status st = prepared.ok() ? Status::OK() : prepared.status();
+      for (int i = 0; st.ok() && i < b.pairs(); ++i) st = prepared->CheckPointers(b.in(i), b.out(i));
+      if (st.ok()) st = b.PrepareCheck(++check_seed, stream);
+      if (st.ok()) st = prepared->Run(b.in(0), b.out(0), stream);
+      if (st.ok()) {
+        const cudaError_t e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess) st = Status::Internal(cudaGetErrorString(e));
+      }
+      if (st.ok()) st = b.CompareCheck(stream, c.canonicalizes_nan());
+      if (!st.ok()) {
+        r.error = "check failed: " + st.ToString();
+        std::printf("  %s %s: %s\n", label.c_str(), c.Name().c_str(), r.error.c_str());
+        // Ours must never fail; a vendor library that is not bit-exact is a finding, not a bug.
+        if (!c.vendor()) any_failed = true;
+      } else {
+        time(r, [&](int i) { return prepared->Run(b.in(i), b.out(i), stream); });
+      }
+      r.copy_s = copy.ok ? copy.median_s : 0;
+      all.push_back(r);
+      if (c.vendor()) {
+        Row g = r;
+        g.method = "cublas_geam";
+        extra.push_back(g);
+      }
+      for (const auto& [method, tc] : textbook)
+        if (tc == c) {
+          Row t = r;
+          t.method = method;
+          extra.push_back(t);
+        }
+      if (!r.ok) continue;
+      if (!c.vendor() && (!best_family.ok || r.median_s < best_family.median_s)) {
+        best_family = r;
+        best_family.method = "family_best";
+      }
+      if (!best_any.ok || r.median_s < best_any.median_s) {
+        best_any = r;
+        best_any.method = "tuned";
+      }
+    }
+    rows.insert(rows.end(), extra.begin(), extra.end());
+    rows.push_back(best_family);
+    rows.push_back(best_any);
+    for (Row& r : rows) r.copy_s = copy.ok ? copy.median_s : 0;
+
+    std::printf("\n%-34s %-12s %-36s %10s %9s %7s\n", label.c_str(), "method", "config",
+                "median_us", "GB/s", "%copy");
+    for (const Row& r : rows) {
+      if (r.ok) {
+        std::printf("%-34s %-12s %-36s %10.2f %9.1f %6.1f%%\n", "", r.method.c_str(),
+                    r.config.c_str(), r.median_s * 1e6, r.gbps(), r.pct());
+      } else {
+        std::printf("%-34s %-12s %-36s  failed: %s\n", "", r.method.c_str(), r.config.c_str(),
+                    r.error.c_str());
+      }
+    }
+    std::fflush(stdout);
+    return rows;
+  }
+};
+
+void WriteCsv(const std::string& path, const std::vector<Row>& rows, uint64_t seed) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) {
     std::fprintf(stderr, "cannot write %s\n", path.c_str());
     return;
   }
   std::fprintf(f,
-               "problem,dtype,rows,cols,batch,bytes,method,config,median_us,min_us,gbps,"
-               "pct_of_copy,samples,buffers,error\n");
+               "problem,kind,dtype,rows,cols,batch,ld_in,ld_out,bytes,method,config,median_us,"
+               "min_us,gbps,pct_of_copy,samples,buffers,seed,error\n");
   for (const Row& r : rows) {
-    std::string err = r.t.error;
+    std::string err = r.error;
     std::replace(err.begin(), err.end(), ',', ';');
     std::replace(err.begin(), err.end(), '\n', ' ');
-    std::fprintf(f, "\"%s\",%s,%lld,%lld,%lld,%lld,%s,%s,%.3f,%.3f,%.1f,%.1f,%d,%d,%s\n",
-                 r.problem.c_str(), r.dtype.c_str(), static_cast<long long>(r.p.rows),
-                 static_cast<long long>(r.p.cols), static_cast<long long>(r.p.batch),
-                 static_cast<long long>(r.p.bytes()), r.method.c_str(), r.config.c_str(),
-                 r.t.median_s * 1e6, r.t.min_s * 1e6, r.gbps(), r.pct(), r.t.samples, r.buffers,
-                 err.c_str());
+    std::fprintf(f, "\"%s\",%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%s,%s,%.3f,%.3f,%.1f,%.1f,%d,%d,",
+                 r.problem.c_str(), r.kind.c_str(), std::string(DTypeName(r.p.dtype)).c_str(),
+                 static_cast<long long>(r.p.rows), static_cast<long long>(r.p.cols),
+                 static_cast<long long>(r.p.batch), static_cast<long long>(r.p.in_ld()),
+                 static_cast<long long>(r.p.out_ld()), static_cast<long long>(r.p.bytes()),
+                 r.method.c_str(), r.config.c_str(), r.median_s * 1e6, r.min_s * 1e6, r.gbps(),
+                 r.pct(), r.samples, r.buffers);
+    if (seed) {
+      std::fprintf(f, "%llu", static_cast<unsigned long long>(seed));
+    }
+    std::fprintf(f, ",%s\n", err.c_str());
   }
   std::fclose(f);
 }
 
+const Row* Find(const std::vector<Row>& rows, size_t from, size_t to, const std::string& method) {
+  for (size_t i = from; i < to; ++i)
+    if (rows[i].method == method) return &rows[i];
+  return nullptr;
+}
+
+// One line per problem: copy GB/s and every method's GB/s (share of the copy).
+void PrintSummary(const std::vector<Row>& summary) {
+  const char* const kCols[] = {"cublas_geam", "naive", "tile", "tile_padded", "family_best",
+                               "tuned"};
+  std::printf("\n%-30s %9s %13s %13s %13s %13s %13s %13s  %s\n", "problem", "copy GB/s", "geam",
+              "naive", "tile", "tile_padded", "family_best", "tuned", "tuned config");
+  for (size_t i = 0; i < summary.size();) {
+    size_t j = i;
+    while (j < summary.size() && summary[j].problem == summary[i].problem) ++j;
+    const Row* copy = Find(summary, i, j, "memcpy");
+    const Row* tuned = Find(summary, i, j, "tuned");
+    std::printf("%-30s %9.0f", summary[i].problem.c_str(), copy ? copy->gbps() : 0.0);
+    for (const char* col : kCols) {
+      const Row* r = Find(summary, i, j, col);
+      char buf[64] = "-";
+      if (r && r->ok) std::snprintf(buf, sizeof(buf), "%.0f (%.0f%%)", r->gbps(), r->pct());
+      if (r && !r->ok) std::snprintf(buf, sizeof(buf), "failed");
+      std::printf(" %13s", buf);
+    }
+    std::printf("  %s\n", tuned && tuned->ok ? tuned->config.c_str() : "-");
+    i = j;
+  }
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Random mode: per element size, the share of the copy of `tuned` and of `family_best` (median,
+// worst) and the ratio tuned / cuBLAS and family_best / cuBLAS where geam applies.
+void PrintRandomSummary(const std::vector<Row>& summary, uint64_t seed) {
+  struct Acc {
+    std::vector<double> tuned, family, tuned_vs_geam, family_vs_geam;
+    int n = 0, n64 = 0;
+    std::vector<double> tuned64;
+  };
+  std::map<int, Acc> by;
+  for (size_t i = 0; i < summary.size();) {
+    size_t j = i;
+    while (j < summary.size() && summary[j].problem == summary[i].problem) ++j;
+    const Row* tuned = Find(summary, i, j, "tuned");
+    const Row* fam = Find(summary, i, j, "family_best");
+    const Row* geam = Find(summary, i, j, "cublas_geam");
+    Acc& a = by[summary[i].p.elem_size()];
+    ++a.n;
+    if (tuned && tuned->ok) {
+      a.tuned.push_back(tuned->pct());
+      if (summary[i].p.bytes() >= (int64_t{64} << 20)) a.tuned64.push_back(tuned->pct());
+    }
+    if (fam && fam->ok) a.family.push_back(fam->pct());
+    if (geam && geam->ok && tuned && tuned->ok)
+      a.tuned_vs_geam.push_back(geam->median_s / tuned->median_s);
+    if (geam && geam->ok && fam && fam->ok)
+      a.family_vs_geam.push_back(geam->median_s / fam->median_s);
+    i = j;
+  }
+  std::printf("\nrandom problems, seed %llu: share of the same-run cudaMemcpy D2D\n",
+              static_cast<unsigned long long>(seed));
+  std::printf("%-6s %4s %14s %14s %16s %16s %18s %18s\n", "elem", "n", "tuned median",
+              "tuned worst", ">=64MiB median", ">=64MiB worst", "tuned/geam min", "ours/geam min");
+  for (auto& [e, a] : by) {
+    auto worst = [](const std::vector<double>& v) {
+      return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
+    };
+    char g1[32] = "-", g2[32] = "-";
+    if (!a.tuned_vs_geam.empty())
+      std::snprintf(g1, sizeof(g1), "%.3f (%zu)", worst(a.tuned_vs_geam), a.tuned_vs_geam.size());
+    if (!a.family_vs_geam.empty())
+      std::snprintf(g2, sizeof(g2), "%.3f", worst(a.family_vs_geam));
+    std::printf("%-6d %4d %13.1f%% %13.1f%% %15.1f%% %15.1f%% %18s %18s\n", e, a.n,
+                Median(a.tuned), worst(a.tuned), Median(a.tuned64), worst(a.tuned64), g1, g2);
+  }
+}
+
 int Main(int argc, char** argv) {
   std::string csv, all_csv, filter;
-  Options opt;
+  int random_n = 0;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  int64_t min_mib = 16, max_mib = 2048;
+  kernels::TimingOptions timing;
+  timing.warmup = 3;
+  timing.min_samples = 15;
+  timing.min_seconds = 0.02;
+  timing.max_samples = 200;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -231,214 +313,86 @@ int Main(int argc, char** argv) {
     } else if (a == "--filter") {
       filter = next();
     } else if (a == "--samples") {
-      opt.min_samples = std::max(3, std::atoi(next().c_str()));
+      timing.min_samples = std::max(3, std::atoi(next().c_str()));
+    } else if (a == "--random") {
+      random_n = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--seed") {
+      seed = std::strtoull(next().c_str(), nullptr, 10);
+      seed_given = true;
+    } else if (a == "--min-mib") {
+      min_mib = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--max-mib") {
+      max_mib = std::max(1, std::atoi(next().c_str()));
     } else {
       std::fprintf(stderr,
                    "usage: transpose_bench [--csv PATH] [--all-csv PATH] [--filter SUBSTR] "
-                   "[--samples N]\n");
+                   "[--samples N]\n"
+                   "       transpose_bench --random N [--seed S] [--min-mib M] [--max-mib M] "
+                   "[--csv PATH] [--all-csv PATH]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
 
   int dev = 0;
-  BENCH_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop;
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, dev));
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 2;
+  }
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  int mem_clock_khz = 0, bus_width = 0, sm_clock_khz = 0;
+  int mem_clock_khz = 0, bus_width = 0;
   cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, dev);
   cudaDeviceGetAttribute(&bus_width, cudaDevAttrGlobalMemoryBusWidth, dev);
-  cudaDeviceGetAttribute(&sm_clock_khz, cudaDevAttrClockRate, dev);
-  const int64_t l2 = prop.l2CacheSize;
   std::printf(
       "device: %s, sm_%d%d, %d SMs, L2 %.1f MiB, %.1f GiB, memory clock %d MHz x %d bit, "
       "CUDA driver %d, runtime %d\n",
-      prop.name, prop.major, prop.minor, prop.multiProcessorCount, l2 / 1048576.0,
+      prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0,
       prop.totalGlobalMem / 1073741824.0, mem_clock_khz / 1000, bus_width, driver, runtime);
+  const TransposeConfig geam = *TransposeConfig::FromName("cublas.geam");
+  std::printf("cuBLAS: %s%s\n", kernels::VendorDescription(geam).c_str(),
+              kernels::VendorAvailable(geam) ? "" : " (the cublas_geam column is skipped)");
 
-  Cublas cublas;
-  const bool have_cublas = cublas.Load();
-  if (have_cublas) {
-    std::printf("cuBLAS: %s, version %d\n", cublas.where.c_str(), cublas.version);
+  Bench bench;
+  bench.timing = timing;
+  if (cudaStreamCreateWithFlags(&bench.stream, cudaStreamNonBlocking) != cudaSuccess) return 2;
+  auto events = kernels::EventPool::Create();
+  if (!events.ok()) {
+    std::fprintf(stderr, "%s\n", events.status().ToString().c_str());
+    return 2;
+  }
+  bench.events = std::move(*events);
+
+  std::vector<Row> summary;
+  if (random_n > 0) {
+    if (!seed_given) seed = bench::FreshSeed();
+    std::printf("random mode: %d problems, seed %llu (repeat with --seed %llu), %lld..%lld MiB\n",
+                random_n, static_cast<unsigned long long>(seed),
+                static_cast<unsigned long long>(seed), static_cast<long long>(min_mib),
+                static_cast<long long>(max_mib));
+    for (const bench::RandomProblem& rp :
+         bench::RandomProblems(seed, random_n, min_mib << 20, max_mib << 20)) {
+      const std::string label = rp.problem.ToString();
+      if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+      std::vector<Row> rows = bench.Problem1(label, rp.kind, rp.problem);
+      summary.insert(summary.end(), rows.begin(), rows.end());
+    }
   } else {
-    std::printf("WARNING: cuBLAS could not be loaded (%s); the cublas_geam column is skipped\n",
-                dlerror() ? "dlopen failed" : "missing symbols");
+    for (const Problem& p : bench::BenchmarkProblems()) {
+      const std::string label = p.ToString();
+      if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+      std::vector<Row> rows = bench.Problem1(label, "fixed", p);
+      summary.insert(summary.end(), rows.begin(), rows.end());
+    }
   }
-
-  cudaStream_t s;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  if (have_cublas) cublas.set_stream(cublas.handle, s);
-
-  std::vector<Row> summary, all;
-  for (const BenchProblem& bp : Problems()) {
-    if (!filter.empty() && bp.label.find(filter) == std::string::npos) continue;
-    const Problem& p = bp.p;
-    const int64_t in_bytes = p.in_alloc_bytes(), out_bytes = p.out_alloc_bytes();
-    const int64_t pair = in_bytes + out_bytes;
-    const int n =
-        static_cast<int>(std::min<int64_t>(64, std::max<int64_t>(2, (4 * l2 + pair - 1) / pair)));
-    std::vector<void*> in(n), out(n);
-    for (int i = 0; i < n; ++i) {
-      BENCH_CUDA(cudaMalloc(&in[i], in_bytes));
-      BENCH_CUDA(cudaMalloc(&out[i], out_bytes));
-      if (!kernels::check::Fill(in[i], in_bytes, 1000 + i, s).ok()) return 2;
-      if (!kernels::check::Fill(out[i], out_bytes, 2000 + i, s).ok()) return 2;
-    }
-    void* expected = nullptr;
-    BENCH_CUDA(cudaMalloc(&expected, out_bytes));
-    if (!kernels::check::Fill(expected, out_bytes, 2000, s).ok()) return 2;
-    Status st = kernels::LaunchReference(p, in[0], expected, s);
-    if (!st.ok()) {
-      std::fprintf(stderr, "reference: %s\n", st.ToString().c_str());
-      return 2;
-    }
-    BENCH_CUDA(cudaStreamSynchronize(s));
-
-    auto row = [&](const std::string& method, const std::string& config, const Timing& t) {
-      Row r;
-      r.problem = bp.label;
-      r.dtype = std::string(DTypeName(p.dtype));
-      r.method = method;
-      r.config = config;
-      r.p = p;
-      r.t = t;
-      r.buffers = n;
-      return r;
-    };
-
-    // Ceiling: cudaMemcpyAsync D2D, timed both as graph memcpy nodes and as plain stream calls
-    // (a graph's memcpy node may run on a copy engine, which is slower for large copies); the
-    // faster of the two is the ceiling, the other is kept in the CSV as memcpy_alt.
-    auto memcpy_pair = [&](int i) {
-      const cudaError_t e = cudaMemcpyAsync(out[i], in[i], static_cast<size_t>(p.bytes()),
-                                            cudaMemcpyDeviceToDevice, s);
-      return e == cudaSuccess ? Status::OK() : Status::Internal(cudaGetErrorString(e));
-    };
-    const Timing copy_graph = TimePasses(memcpy_pair, n, s, opt, true);
-    const Timing copy_stream = TimePasses(memcpy_pair, n, s, opt, false);
-    const bool graph_faster =
-        copy_graph.ok && (!copy_stream.ok || copy_graph.median_s < copy_stream.median_s);
-    const Timing copy = graph_faster ? copy_graph : copy_stream;
-    std::vector<Row> rows;
-    rows.push_back(row("memcpy", graph_faster ? "D2D graph" : "D2D stream", copy));
-    rows.push_back(row("memcpy_alt", graph_faster ? "D2D stream" : "D2D graph",
-                       graph_faster ? copy_stream : copy_graph));
-
-    // cuBLAS geam.
-    const bool geam_type = p.dtype == DType::kF32 || p.dtype == DType::kF64;
-    if (have_cublas && geam_type && p.batch == 1) {
-      const float f1 = 1, f0 = 0;
-      const double d1 = 1, d0 = 0;
-      const int m = static_cast<int>(p.rows), nn = static_cast<int>(p.cols);
-      const int lda = static_cast<int>(p.in_ld()), ldc = static_cast<int>(p.out_ld());
-      Timing t = TimePasses(
-          [&](int i) {
-            int rc;
-            if (p.dtype == DType::kF32) {
-              rc = cublas.sgeam(cublas.handle, 1, 0, m, nn, &f1, static_cast<const float*>(in[i]),
-                                lda, &f0, static_cast<const float*>(out[i]), ldc,
-                                static_cast<float*>(out[i]), ldc);
-            } else {
-              rc = cublas.dgeam(cublas.handle, 1, 0, m, nn, &d1, static_cast<const double*>(in[i]),
-                                lda, &d0, static_cast<const double*>(out[i]), ldc,
-                                static_cast<double*>(out[i]), ldc);
-            }
-            return rc == 0 ? Status::OK()
-                           : Status::Internal("cublas geam status " + std::to_string(rc));
-          },
-          n, s, opt);
-      rows.push_back(row("cublas_geam", p.dtype == DType::kF32 ? "cublasSgeam" : "cublasDgeam", t));
-    }
-
-    // Family: check every valid configuration, then time it.
-    auto run_config = [&](const TransposeConfig& c) {
-      Timing t;
-      Status cs = kernels::check::Poison(p, out[0], expected, s);
-      if (cs.ok()) cs = kernels::Launch(c, p, in[0], out[0], s);
-      if (cs.ok()) cs = kernels::check::CompareBytes(p, out[0], expected, out_bytes, s);
-      if (!cs.ok()) {
-        t.error = "check failed: " + cs.ToString();
-        std::printf("  %s %s: %s\n", bp.label.c_str(), c.Name().c_str(), t.error.c_str());
-        return t;
-      }
-      return TimePasses([&](int i) { return kernels::Launch(c, p, in[i], out[i], s); }, n, s, opt);
-    };
-    Row best;
-    best.t.median_s = 0;
-    std::vector<std::pair<std::string, TransposeConfig>> textbook = {
-        {"naive", kernels::NaiveConfig()},
-        {"tile", kernels::TextbookTileConfig()},
-        {"tile_padded", kernels::TextbookPaddedTileConfig()}};
-    std::vector<Row> textbook_rows(textbook.size());
-    for (const TransposeConfig& c : kernels::EnumerateConfigs(p)) {
-      Row r = row("family", c.Name(), run_config(c));
-      for (size_t k = 0; k < textbook.size(); ++k)
-        if (textbook[k].second == c) textbook_rows[k] = row(textbook[k].first, c.Name(), r.t);
-      if (r.t.ok && (!best.t.ok || r.t.median_s < best.t.median_s)) best = r;
-      all.push_back(r);
-    }
-    for (size_t k = 0; k < textbook.size(); ++k)
-      if (!textbook_rows[k].method.empty()) rows.push_back(textbook_rows[k]);
-    best.method = "family_best";
-    rows.push_back(best);
-    for (Row& r : rows) r.copy_s = copy.ok ? copy.median_s : 0;
-    for (Row& r : all)
-      if (r.problem == bp.label) r.copy_s = copy.ok ? copy.median_s : 0;
-
-    // Print this problem's block.
-    std::printf("\n%-28s %-12s %-30s %10s %9s %7s\n", bp.label.c_str(), "method", "config",
-                "median_us", "GB/s", "%copy");
-    for (const Row& r : rows) {
-      if (r.t.ok) {
-        std::printf("%-28s %-12s %-30s %10.2f %9.1f %6.1f%%\n", "", r.method.c_str(),
-                    r.config.c_str(), r.t.median_s * 1e6, r.gbps(), r.pct());
-      } else {
-        std::printf("%-28s %-12s %-30s  failed: %s\n", "", r.method.c_str(), r.config.c_str(),
-                    r.t.error.c_str());
-      }
-    }
-    std::fflush(stdout);
-    summary.insert(summary.end(), rows.begin(), rows.end());
-
-    for (int i = 0; i < n; ++i) {
-      cudaFree(in[i]);
-      cudaFree(out[i]);
-    }
-    cudaFree(expected);
-  }
-
-  // Summary table: one line per problem.
-  std::printf("\n%-24s %9s %14s %14s %14s %14s %14s  %s\n", "problem", "copy GB/s", "geam", "naive",
-              "tile", "tile_padded", "family_best", "best config");
-  for (size_t i = 0; i < summary.size();) {
-    const std::string prob = summary[i].problem;
-    std::string cells[5];
-    std::string best_cfg;
-    double copy_gbps = 0;
-    for (; i < summary.size() && summary[i].problem == prob; ++i) {
-      const Row& r = summary[i];
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), "%.0f (%.0f%%)", r.gbps(), r.pct());
-      const char* const kCols[] = {"cublas_geam", "naive", "tile", "tile_padded", "family_best"};
-      if (r.method == "memcpy") copy_gbps = r.gbps();
-      for (int k = 0; k < 5; ++k)
-        if (r.method == kCols[k]) cells[k] = r.t.ok ? buf : "failed";
-      if (r.method == "family_best") best_cfg = r.config;
-    }
-    for (auto& c : cells)
-      if (c.empty()) c = "-";
-    std::printf("%-24s %9.0f %14s %14s %14s %14s %14s  %s\n", prob.c_str(), copy_gbps,
-                cells[0].c_str(), cells[1].c_str(), cells[2].c_str(), cells[3].c_str(),
-                cells[4].c_str(), best_cfg.c_str());
-  }
-  if (!csv.empty()) WriteCsv(csv, summary);
-  if (!all_csv.empty()) WriteCsv(all_csv, all);
-  bool any_failed = false;
-  for (const Row& r : all) any_failed |= !r.t.ok;
-  if (any_failed) std::printf("\nSOME CONFIGURATIONS FAILED their check or launch (see above)\n");
-  return any_failed ? 1 : 0;
+  PrintSummary(summary);
+  if (random_n > 0) PrintRandomSummary(summary, seed);
+  if (!csv.empty()) WriteCsv(csv, summary, random_n > 0 ? seed : 0);
+  if (!all_csv.empty()) WriteCsv(all_csv, bench.all, random_n > 0 ? seed : 0);
+  if (bench.any_failed)
+    std::printf("\nSOME CONFIGURATIONS FAILED their check or launch (see above)\n");
+  return bench.any_failed ? 1 : 0;
 }
 
 }  // namespace

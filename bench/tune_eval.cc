@@ -1,13 +1,19 @@
 // tune_eval: the search-quality evaluation of the CUDA backend (issue #4).
 //
-// For each benchmark problem it runs RunTune twice on the first GPU: with the default options
-// (the daemon's fast tune) and exhaustively (every valid candidate long-measured side by side).
+// For each benchmark problem (or, with --random N, N problems drawn from a seed by the same
+// generator transpose_bench uses: bench/problems.h) it runs RunTune twice on the first GPU: with
+// the default options (the daemon's fast tune) and exhaustively (every valid candidate
+// long-measured side by side).
 // It prints one CSV row per problem: the fast tune's seconds, pick, GB/s and share of the copy
 // ceiling, the exhaustive winner and its GB/s, the fast pick's GB/s as the exhaustive run
 // measured it, and whether that is within 2% of the exhaustive winner. Exit status 1 if any tune
-// failed. Worker: --worker, else $TRANSPOSED_WORKER, else next to this binary.
+// failed. Worker: --worker, else $TRANSPOSED_WORKER, else next to this binary. The seed is printed
+// and taken fresh unless --seed is given.
 //   tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING]
+//   tune_eval --random N [--seed S] [--max-mib M] [--worker PATH] [--csv FILE]
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -25,16 +31,30 @@ namespace {
 int Main(int argc, char** argv) {
   CudaBackendOptions bo;
   std::string csv_path, only;
+  int random_n = 0;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  int64_t max_mib = 2048;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--worker" && i + 1 < argc) {
+    if (a == "--random" && i + 1 < argc) {
+      random_n = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--seed" && i + 1 < argc) {
+      seed = std::strtoull(argv[++i], nullptr, 10);
+      seed_given = true;
+    } else if (a == "--max-mib" && i + 1 < argc) {
+      max_mib = std::max(16, std::atoi(argv[++i]));
+    } else if (a == "--worker" && i + 1 < argc) {
       bo.worker_path = argv[++i];
     } else if (a == "--csv" && i + 1 < argc) {
       csv_path = argv[++i];
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING]\n");
+      std::fprintf(stderr,
+                   "usage: tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING]\n"
+                   "       tune_eval --random N [--seed S] [--max-mib M] [--worker PATH] "
+                   "[--csv FILE]\n");
       return 2;
     }
   }
@@ -63,7 +83,23 @@ int Main(int argc, char** argv) {
   emit(
       "problem,bytes,candidates,tune_s,pick,pick_gbps,ceiling_gbps,pick_pct_ceiling,"
       "exhaustive_s,exhaustive_best,exhaustive_best_gbps,pick_gbps_in_exhaustive,"
-      "pick_vs_best_pct,within_2pct");
+      "pick_vs_best_pct,within_2pct,kind,elem,seed");
+
+  std::vector<bench::RandomProblem> problems;
+  if (random_n > 0) {
+    if (!seed_given) seed = bench::FreshSeed();
+    std::fprintf(stderr, "random mode: %d problems, seed %llu (repeat with --seed %llu)\n",
+                 random_n, static_cast<unsigned long long>(seed),
+                 static_cast<unsigned long long>(seed));
+    problems = bench::RandomProblems(seed, random_n, int64_t{16} << 20, max_mib << 20);
+  } else {
+    for (const Problem& p : bench::BenchmarkProblems()) problems.push_back({"fixed", p});
+  }
+  struct PerSize {
+    int n = 0, within = 0;
+    double slowest_1g = 0;  // slowest fast tune of a problem up to 1 GiB
+  };
+  std::map<int, PerSize> per_size;
 
   TuneOptions fast;  // the daemon's defaults
   TuneOptions exhaustive;
@@ -73,7 +109,8 @@ int Main(int argc, char** argv) {
 
   int failures = 0, within = 0, rows = 0;
   double worst_tune = 0;
-  for (const Problem& p : bench::BenchmarkProblems()) {
+  for (const bench::RandomProblem& rp : problems) {
+    const Problem& p = rp.problem;
     if (!only.empty() && p.ToString().find(only) == std::string::npos) continue;
     auto f = RunTune(gpu, p, fast);
     if (!f.ok()) {
@@ -102,6 +139,10 @@ int Main(int argc, char** argv) {
     within += ok2 ? 1 : 0;
     ++rows;
     worst_tune = std::max(worst_tune, f->tune_seconds);
+    PerSize& ps = per_size[p.elem_size()];
+    ++ps.n;
+    ps.within += ok2 ? 1 : 0;
+    if (p.bytes() <= (int64_t{1} << 30)) ps.slowest_1g = std::max(ps.slowest_1g, f->tune_seconds);
     for (const auto& c : e->candidates) {
       if (!c.measurement.valid) {
         std::fprintf(stderr, "%s: %s invalid: %s\n", p.ToString().c_str(), c.candidate.name.c_str(),
@@ -110,13 +151,21 @@ int Main(int argc, char** argv) {
     }
     char line[1024];
     std::snprintf(line, sizeof(line),
-                  "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f,%.2f,%s,%.1f,%.1f,%.2f,%s",
+                  "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f,%.2f,%s,%.1f,%.1f,%.2f,%s,%s,%d,%llu",
                   p.ToString().c_str(), static_cast<long long>(p.bytes()), f->candidates.size(),
                   f->tune_seconds, f->best.name.c_str(), f->gbps(), f->ceiling_gbps(),
                   100.0 * f->gbps() / f->ceiling_gbps(), e->tune_seconds, e->best.name.c_str(),
-                  best_e, pick_in_e, pct, ok2 ? "yes" : "no");
+                  best_e, pick_in_e, pct, ok2 ? "yes" : "no", rp.kind.c_str(), p.elem_size(),
+                  static_cast<unsigned long long>(seed));
     emit(line);
   }
+  for (const auto& [e, ps] : per_size)
+    std::fprintf(stderr,
+                 "elem %2d: %d/%d fast picks within 2%% of the exhaustive winner; slowest fast tune "
+                 "up to 1 GiB %.3f s\n",
+                 e, ps.within, ps.n, ps.slowest_1g);
+  if (random_n > 0)
+    std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(seed));
   std::fprintf(stderr,
                "summary: %d/%d fast picks within 2%% of the exhaustive winner; slowest "
                "fast tune %.3f s; %d failures\n",

@@ -4,23 +4,15 @@
 #include <charconv>
 #include <tuple>
 
+#include "kernels/policy.h"
 #include "kernels/tile_math.h"
 
 namespace transposed::kernels {
 namespace {
 
-TransposeConfig MakeNaive() {
-  TransposeConfig c;
-  c.algorithm = Algorithm::kNaive;
-  c.tile_rows = 0;
-  c.tile_cols = 0;
-  c.block_rows = 8;
-  c.vec_bytes = 0;
-  c.pad = 0;
-  c.swizzle = 0;
-  return c;
-}
+TransposeConfig MakeNaive() { return Naive(1).Config(); }
 
+// Parser helpers: the fields as given (ValidateShape and the canonical-name check judge them).
 TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int realign = 0,
                          int async = 0) {
   TransposeConfig c;
@@ -36,18 +28,11 @@ TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int r
   return c;
 }
 
-TransposeConfig MakeSkinny(int len, int br) {
-  TransposeConfig c;
-  c.algorithm = Algorithm::kSkinny;
-  c.tile_rows = len;
-  c.tile_cols = 0;
-  c.block_rows = br;
-  c.vec_bytes = 16;
-  c.pad = 0;
-  c.swizzle = 0;
-  return c;
-}
+TransposeConfig MakeSkinny(int len, int br) { return Skinny(1, len, br).Config(); }
 
+TransposeConfig MakeCublasGeam() { return CublasGeam(4).Config(); }
+
+// FamilyConfigs, per element size, in kFamily's order.
 struct Family {
   std::vector<TransposeConfig> by_size[17];
 };
@@ -55,20 +40,7 @@ struct Family {
 const Family& GetFamily() {
   static const Family family = [] {
     Family f;
-#define TR_NAIVE(E) f.by_size[E].push_back(MakeNaive());
-#define TR_TILE(E, TR, TC, BR, VB, PAD, SWZ) \
-  f.by_size[E].push_back(MakeTile(TR, TC, BR, VB, PAD, SWZ));
-#define TR_REALIGN(E, TR, TC, BR, PAD, SWZ) \
-  f.by_size[E].push_back(MakeTile(TR, TC, BR, 16, PAD, SWZ, 1));
-#define TR_ASYNC(E, TR, TC, BR, S) \
-  f.by_size[E].push_back(MakeTile(TR, TC, BR, 16, 0, 1, 0, S));
-#define TR_SKINNY(E, L, BR) f.by_size[E].push_back(MakeSkinny(L, BR));
-#include "kernels/family.inc"
-#undef TR_ASYNC
-#undef TR_NAIVE
-#undef TR_TILE
-#undef TR_REALIGN
-#undef TR_SKINNY
+    for (const Policy& p : kFamily) f.by_size[p.elem].push_back(p.Config());
     return f;
   }();
   return family;
@@ -104,10 +76,15 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
 
 // Structural checks shared by FromName and FromParams: canonical values for each algorithm.
 Status ValidateShape(const TransposeConfig& c) {
-  if (c.block_rows < 1 || c.block_rows > 32)
+  if (c.algorithm != Algorithm::kCublasGeam && (c.block_rows < 1 || c.block_rows > 32))
     return Status::InvalidArgument("block_rows must be in 1..32, got " +
                                    std::to_string(c.block_rows));
   switch (c.algorithm) {
+    case Algorithm::kCublasGeam:
+      if (c.tile_rows != 0 || c.tile_cols != 0 || c.block_rows != 0 || c.vec_bytes != 0 ||
+          c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
+        return Status::InvalidArgument("cublas.geam takes no parameters");
+      return Status::OK();
     case Algorithm::kNaive:
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||
           c.swizzle != 0 || c.realign != 0 || c.async != 0 || c.block_rows != 8)
@@ -154,6 +131,8 @@ std::string_view AlgorithmName(Algorithm a) {
       return "tile";
     case Algorithm::kSkinny:
       return "skinny";
+    case Algorithm::kCublasGeam:
+      return "cublas.geam";
   }
   return "unknown";
 }
@@ -162,6 +141,8 @@ std::string TransposeConfig::Name() const {
   switch (algorithm) {
     case Algorithm::kNaive:
       return "naive";
+    case Algorithm::kCublasGeam:
+      return "cublas.geam";
     case Algorithm::kSkinny:
       return "skinny.l" + std::to_string(tile_rows) + ".rows" + std::to_string(block_rows);
     case Algorithm::kTile: {
@@ -194,6 +175,7 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
     return Status::InvalidArgument("bad config name '" + std::string(name) + "': " + why);
   };
   if (name == "naive") return MakeNaive();
+  if (name == "cublas.geam") return MakeCublasGeam();
   std::vector<std::string_view> parts = Split(name, '.');
   TransposeConfig c;
   if (parts[0] == "skinny") {
@@ -267,6 +249,9 @@ StatusOr<TransposeConfig> TransposeConfig::FromParams(
     case 2:
       c = MakeSkinny(256, 8);
       break;
+    case 3:
+      c = MakeCublasGeam();
+      break;
     default:
       return Status::InvalidArgument("unknown algorithm " + std::to_string(it->second));
   }
@@ -317,6 +302,19 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p) {
   switch (c.algorithm) {
     case Algorithm::kNaive:
       return Status::OK();
+    case Algorithm::kCublasGeam: {
+      constexpr int64_t kIntMax = 2147483647;
+      if (p.dtype != DType::kF32 && p.dtype != DType::kF64)
+        return Status::InvalidArgument(c.Name() + ": offered for f32 and f64 only (geam's " +
+                                       "arithmetic would change " +
+                                       std::string(DTypeName(p.dtype)) + " bit patterns)");
+      if (p.batch != 1)
+        return Status::InvalidArgument(c.Name() + ": one matrix per call (batch " +
+                                       std::to_string(p.batch) + ")");
+      if (p.rows > kIntMax || p.cols > kIntMax || p.in_ld() > kIntMax || p.out_ld() > kIntMax)
+        return Status::InvalidArgument(c.Name() + ": dimensions must be below 2^31");
+      return Status::OK();
+    }
     case Algorithm::kTile: {
       // Realigning configs read and write aligned windows: any leading dimension.
       if (c.vec_bytes == 0 || c.vec_bytes <= e || c.realign) return Status::OK();

@@ -245,5 +245,35 @@ TEST(Family, EveryTileGeometryIsConsistent) {
   }
 }
 
+TEST(TransposeConfig, CublasGeamIsAVendorMember) {
+  auto g = TransposeConfig::FromName("cublas.geam");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->algorithm, Algorithm::kCublasGeam);
+  EXPECT_TRUE(g->vendor());
+  EXPECT_EQ(g->Params().at("algorithm"), 3);
+  auto by_params = TransposeConfig::FromParams(g->Params());
+  ASSERT_TRUE(by_params.ok());
+  EXPECT_EQ(*by_params, *g);
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 3}, {"tile_rows", 4}}).ok());
+  EXPECT_FALSE(TransposeConfig::FromName("cublas.geam.rows8").ok());
+  // Offered for f32 and f64 only (value-exact there), one matrix per call.
+  for (int e : kSizes) {
+    const auto cs = EnumerateConfigs(P(1000, 999, e));
+    const bool has = std::find(cs.begin(), cs.end(), *g) != cs.end();
+    EXPECT_EQ(has, e == 4 || e == 8) << e;
+  }
+  EXPECT_TRUE(g->canonicalizes_nan());
+  EXPECT_FALSE(TextbookTileConfig().canonicalizes_nan());
+  Problem ints = P(1000, 999, 4);
+  ints.dtype = DType::kI32;
+  Status on_ints = CheckConfig(*g, ints);
+  EXPECT_EQ(on_ints.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(on_ints.message().find("i32"), std::string::npos) << on_ints.message();
+  Status batched = CheckConfig(*g, P(64, 64, 4, 3));
+  EXPECT_EQ(batched.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(batched.message().find("batch"), std::string::npos) << batched.message();
+  EXPECT_TRUE(CheckConfig(*g, P(300, 200, 8, 1, 203, 301)).ok());
+}
+
 }  // namespace
 }  // namespace transposed::kernels

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "core/problem.h"
 #include "core/status.h"
@@ -69,6 +70,34 @@ static __global__ void CompareKernel(const uint8_t* a, const uint8_t* b, int64_t
   }
 }
 
+// Whether the E-byte word holds an IEEE NaN (E = 4: binary32, E = 8: binary64).
+template <int E>
+__device__ __forceinline__ bool IsNan(uint64_t w) {
+  if constexpr (E == 4) {
+    return (w & 0x7f800000u) == 0x7f800000u && (w & 0x007fffffu) != 0;
+  } else {
+    return (w & 0x7ff0000000000000ull) == 0x7ff0000000000000ull &&
+           (w & 0x000fffffffffffffull) != 0;
+  }
+}
+
+// Like CompareKernel, element by element: equal bits, or both NaN (any payload).
+template <int E>
+__global__ void CompareNanKernel(const uint8_t* a, const uint8_t* b, int64_t bytes,
+                                 unsigned long long* count, unsigned long long* first) {
+  using W = typename std::conditional<E == 4, uint32_t, uint64_t>::type;
+  const int64_t n = bytes / E;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const W x = reinterpret_cast<const W*>(a)[i], y = reinterpret_cast<const W*>(b)[i];
+    if (x != y && !(IsNan<E>(x) && IsNan<E>(y))) {
+      atomicAdd(count, 1ull);
+      atomicMin(first, static_cast<unsigned long long>(i * E));
+    }
+  }
+}
+
 inline unsigned Blocks(int64_t n) {
   const int64_t b = (n + 255) / 256;
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 4 ? 65535 * 4 : b));
@@ -93,16 +122,25 @@ inline Status Poison(const Problem& p, void* out, const void* expected, cudaStre
 
 // Compares `bytes` bytes; OK or INTERNAL naming the mismatch count and the first bad byte, with
 // its element coordinates in the output (batch, row, col) when it lies inside the matrix.
+// nan_equal (4- and 8-byte elements only): elements compare equal when both are NaNs, whatever
+// their payloads (the check of members with canonicalizes_nan(); counts are then elements).
 inline Status CompareBytes(const Problem& p, const void* got, const void* want, int64_t bytes,
-                           cudaStream_t s) {
+                           cudaStream_t s, bool nan_equal = false) {
   unsigned long long* d = nullptr;
   Status st = Cuda(cudaMalloc(&d, 2 * sizeof(unsigned long long)), "malloc");
   if (!st.ok()) return st;
   unsigned long long init[2] = {0, ~0ull};
   st = Cuda(cudaMemcpyAsync(d, init, sizeof(init), cudaMemcpyHostToDevice, s), "memcpy");
   if (st.ok()) {
-    CompareKernel<<<Blocks(bytes), 256, 0, s>>>(static_cast<const uint8_t*>(got),
-                                                static_cast<const uint8_t*>(want), bytes, d, d + 1);
+    const auto* g = static_cast<const uint8_t*>(got);
+    const auto* w = static_cast<const uint8_t*>(want);
+    if (nan_equal && p.elem_size() == 4) {
+      CompareNanKernel<4><<<Blocks(bytes / 4), 256, 0, s>>>(g, w, bytes, d, d + 1);
+    } else if (nan_equal && p.elem_size() == 8) {
+      CompareNanKernel<8><<<Blocks(bytes / 8), 256, 0, s>>>(g, w, bytes, d, d + 1);
+    } else {
+      CompareKernel<<<Blocks(bytes), 256, 0, s>>>(g, w, bytes, d, d + 1);
+    }
     st = Cuda(cudaGetLastError(), "compare");
   }
   unsigned long long res[2] = {0, 0};

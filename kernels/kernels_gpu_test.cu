@@ -80,8 +80,10 @@ void CheckReferenceOnHost(const Problem& p, const void* d_in, const void* d_exp,
 }
 
 // Runs every configuration valid for `s` at every element size; counts the runs in `runs`.
-// `only`, when set, restricts the run to the configurations it accepts.
-void RunShape(const Shape& s, int& runs, bool (*only)(const TransposeConfig&) = nullptr) {
+// `only`, when set, restricts the run to the configurations it accepts. Vendor members run where
+// their library is present (and are reported once when it is not).
+void RunShape(const Shape& s, int& runs, bool (*only)(const TransposeConfig&) = nullptr,
+              const LaunchOptions& options = {}) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (int e : {1, 2, 4, 8, 16}) {
@@ -106,6 +108,12 @@ void RunShape(const Shape& s, int& runs, bool (*only)(const TransposeConfig&) = 
     bool host_checked = false;
     for (const TransposeConfig& c : configs) {
       if (only != nullptr && !only(c)) continue;
+      if (!VendorAvailable(c)) {
+        static bool said = false;
+        if (!said) std::printf("skipping %s: %s\n", c.Name().c_str(), VendorDescription(c).c_str());
+        said = true;
+        continue;
+      }
       SCOPED_TRACE(c.Name());
       const uint64_t pattern = NextSeed();
       ASSERT_TRUE(check::Fill(in.p, in_bytes, NextSeed(), stream).ok());
@@ -119,11 +127,11 @@ void RunShape(const Shape& s, int& runs, bool (*only)(const TransposeConfig&) = 
         host_checked = true;
       }
       ASSERT_TRUE(check::Poison(p, out.p, exp.p, stream).ok());
-      st = Launch(c, p, in.p, out.p, stream);
+      st = Launch(c, p, in.p, out.p, stream, options);
       ASSERT_TRUE(st.ok()) << st.ToString();
       const cudaError_t err = cudaStreamSynchronize(stream);
       ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
-      st = check::CompareBytes(p, out.p, exp.p, out_bytes, stream);
+      st = check::CompareBytes(p, out.p, exp.p, out_bytes, stream, c.canonicalizes_nan());
       EXPECT_TRUE(st.ok()) << c.Name() << " on " << p.ToString() << ": " << st.ToString();
       ++runs;
     }
@@ -132,11 +140,11 @@ void RunShape(const Shape& s, int& runs, bool (*only)(const TransposeConfig&) = 
 }
 
 void RunShapes(const std::vector<Shape>& shapes,
-               bool (*only)(const TransposeConfig&) = nullptr) {
+               bool (*only)(const TransposeConfig&) = nullptr, const LaunchOptions& options = {}) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
   int runs = 0;
   for (const Shape& s : shapes) {
-    RunShape(s, runs, only);
+    RunShape(s, runs, only, options);
     if (::testing::Test::HasFatalFailure()) return;
   }
   std::printf("checked %d (configuration, element size, shape) runs\n", runs);
@@ -162,13 +170,23 @@ TEST(KernelsGpuSmall, AllConfigsSmallShapes) {
 // walks many tiles through both shared buffers, interior and edge tiles mixed, across batch
 // entries and strided rows (racecheck covers the buffer reuse).
 TEST(KernelsGpuSmall, AsyncTilesWalkManyTilesPerBlock) {
-  ASSERT_EQ(setenv("TRANSPOSED_MAX_PERSISTENT_BLOCKS", "3", 1), 0);
+  LaunchOptions three_blocks;
+  three_blocks.max_persistent_blocks = 3;
   RunShapes({{96, 160, 3, 0, 0},
              {264, 528, 2, 0, 0},
              {136, 272, 1, 288, 144},
              {300, 200, 3, 272, 336}},
-            [](const TransposeConfig& c) { return c.async != 0; });
-  unsetenv("TRANSPOSED_MAX_PERSISTENT_BLOCKS");
+            [](const TransposeConfig& c) { return c.async != 0; }, three_blocks);
+}
+
+// The vendor members must be present on the GPU machines we measure on (the image has cuBLAS);
+// AllConfigs* check them on random bit patterns (value-exactly: NaN payloads may change).
+TEST(KernelsGpu, CublasGeamIsAvailable) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  auto geam = TransposeConfig::FromName("cublas.geam");
+  ASSERT_TRUE(geam.ok());
+  std::printf("%s\n", VendorDescription(*geam).c_str());
+  EXPECT_TRUE(VendorAvailable(*geam)) << VendorDescription(*geam);
 }
 
 TEST(KernelsGpu, AllConfigsAllShapes) {

@@ -1,7 +1,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/transpose_kernels.cuh"
+#include "kernels/dispatch.cuh"
 #include "transposed/kernels/launch.h"
 
 namespace transposed::kernels {
@@ -24,7 +24,7 @@ const std::vector<internal::Entry>* TableFor(int e) {
   }
 }
 
-Status CheckPointers(const Problem& p, const void* in, void* out, int align) {
+Status CheckPointersFor(const Problem& p, const void* in, const void* out, int align) {
   if (in == nullptr || out == nullptr) return Status::InvalidArgument("null device pointer");
   if (in == out) return Status::InvalidArgument("in-place transpose is not supported");
   const auto i = reinterpret_cast<uintptr_t>(in);
@@ -42,56 +42,89 @@ Status CheckPointers(const Problem& p, const void* in, void* out, int align) {
   return Status::OK();
 }
 
-Status FromCuda(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return Status::OK();
-  return Status::Internal(what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
-}
-
 }  // namespace
 
-Status Launch(const TransposeConfig& c, const Problem& p, const void* in, void* out,
-              cudaStream_t stream) {
+StatusOr<PreparedLaunch> PreparedLaunch::Prepare(const TransposeConfig& c, const Problem& p,
+                                                 const LaunchOptions& options) {
   TR_RETURN_IF_ERROR(CheckConfig(c, p));
+  if (options.max_persistent_blocks < 0)
+    return Status::InvalidArgument("max_persistent_blocks must be >= 0");
   const int e = p.elem_size();
-  const int align = (c.algorithm == Algorithm::kTile && c.vec_bytes > e) ? c.vec_bytes : e;
-  TR_RETURN_IF_ERROR(CheckPointers(p, in, out, align));
-  const std::vector<internal::Entry>* table = TableFor(e);
-  if (table != nullptr) {
+  PreparedLaunch l;
+  l.config_ = c;
+  l.problem_ = p;
+  l.options_ = options;
+  l.align_ = (c.algorithm == Algorithm::kTile && c.vec_bytes > e) ? c.vec_bytes : e;
+  if (const std::vector<internal::Entry>* table = TableFor(e)) {
     for (const internal::Entry& entry : *table) {
-      if (entry.config == c)
-        return FromCuda(entry.launch(p, in, out, stream), "launch of " + c.Name());
+      if (entry.config == c) {
+        l.entry_ = &entry;
+        break;
+      }
     }
   }
   // CheckConfig accepted it, so the host list and the instantiations disagree: a build bug.
-  return Status::Internal("config " + c.Name() + " is listed but not instantiated for " +
-                          std::to_string(e) + "-byte elements");
+  if (l.entry_ == nullptr)
+    return Status::Internal("config " + c.Name() + " is listed but not instantiated for " +
+                            std::to_string(e) + "-byte elements");
+  if (c.vendor() && !VendorAvailable(c))
+    return Status::FailedPrecondition(c.Name() + ": " + VendorDescription(c));
+  return l;
+}
+
+Status PreparedLaunch::CheckPointers(const void* in, const void* out) const {
+  return CheckPointersFor(problem_, in, out, align_);
+}
+
+Status PreparedLaunch::Run(const void* in, void* out, cudaStream_t stream) const {
+  Status s = entry_->launch(problem_, in, out, stream, options_);
+  if (s.ok()) return s;
+  return Status(s.code(), "launch of " + config_.Name() + ": " + s.message());
+}
+
+Status Launch(const TransposeConfig& c, const Problem& p, const void* in, void* out,
+              cudaStream_t stream, const LaunchOptions& options) {
+  TR_ASSIGN_OR_RETURN(PreparedLaunch l, PreparedLaunch::Prepare(c, p, options));
+  TR_RETURN_IF_ERROR(l.CheckPointers(in, out));
+  return l.Run(in, out, stream);
 }
 
 Status LaunchReference(const Problem& p, const void* in, void* out, cudaStream_t stream) {
   TR_RETURN_IF_ERROR(ValidateProblem(p));
   const int e = p.elem_size();
-  TR_RETURN_IF_ERROR(CheckPointers(p, in, out, e));
-  cudaError_t err = cudaSuccess;
+  TR_RETURN_IF_ERROR(CheckPointersFor(p, in, out, e));
+  Status s;
   switch (e) {
     case 1:
-      err = internal::LaunchReferenceE<1>(p, in, out, stream);
+      s = internal::LaunchReferenceE<1>(p, in, out, stream);
       break;
     case 2:
-      err = internal::LaunchReferenceE<2>(p, in, out, stream);
+      s = internal::LaunchReferenceE<2>(p, in, out, stream);
       break;
     case 4:
-      err = internal::LaunchReferenceE<4>(p, in, out, stream);
+      s = internal::LaunchReferenceE<4>(p, in, out, stream);
       break;
     case 8:
-      err = internal::LaunchReferenceE<8>(p, in, out, stream);
+      s = internal::LaunchReferenceE<8>(p, in, out, stream);
       break;
     case 16:
-      err = internal::LaunchReferenceE<16>(p, in, out, stream);
+      s = internal::LaunchReferenceE<16>(p, in, out, stream);
       break;
     default:
       return Status::InvalidArgument("unsupported element size " + std::to_string(e));
   }
-  return FromCuda(err, "launch of the reference kernel");
+  if (s.ok()) return s;
+  return Status(s.code(), "launch of the reference kernel: " + s.message());
+}
+
+bool VendorAvailable(const TransposeConfig& c) {
+  if (c.algorithm == Algorithm::kCublasGeam) return internal::CublasLoaded();
+  return true;
+}
+
+std::string VendorDescription(const TransposeConfig& c) {
+  if (c.algorithm == Algorithm::kCublasGeam) return internal::CublasDescription();
+  return "our own kernel";
 }
 
 }  // namespace transposed::kernels

@@ -186,6 +186,24 @@ struct TileGeometry {
     return nullptr;
   }
 
+  // ---- Thread-to-unit mapping of the two phases (nt threads; step k of nl / nw).
+  // Load step k of thread tid moves unit column LoadCol(tid) of tile row LoadRow(tid, k); the
+  // thread takes part when LoadActive(tid, k). nt is a multiple of the units per tile row (nu),
+  // so a thread keeps its unit column and its global address advances by a constant per step.
+  constexpr int nl() const { return nt > 0 ? (load_units + nt - 1) / nt : 0; }
+  constexpr int nw() const { return nt > 0 ? (write_units + nt - 1) / nt : 0; }
+  constexpr int load_row_step() const { return nu > 0 ? nt / nu : 0; }
+  constexpr int write_group_step() const { return g > 0 ? nt / g : 0; }
+  TR_HD constexpr int LoadCol(int tid) const { return tid % nu; }
+  TR_HD constexpr int LoadRow(int tid, int k) const { return tid / nu + k * load_row_step(); }
+  TR_HD constexpr bool LoadActive(int tid, int k) const { return tid + k * nt < load_units; }
+  // Write step k of thread tid gathers input rows WriteLane(tid) * v .. + v - 1 of column group
+  // WriteGroup(tid, k) (w adjacent input columns = w output rows) and stores lane WriteLane(tid)
+  // of those output rows' segment: g lanes walk one output row segment.
+  TR_HD constexpr int WriteLane(int tid) const { return tid % g; }
+  TR_HD constexpr int WriteGroup(int tid, int k) const { return tid / g + k * write_group_step(); }
+  TR_HD constexpr bool WriteActive(int tid, int k) const { return tid + k * nt < write_units; }
+
   // Byte offset in shared memory of byte `byte` (0 <= byte < tcb) of tile row `row`.
   TR_HD constexpr int Offset(int row, int byte) const {
     if (!swz) return row * s + byte;
@@ -235,6 +253,53 @@ TR_HD constexpr void Realign16(const uint32_t a[4], const uint32_t b[4], int o, 
   out[2] = FunnelBytes(d2, d3, bs);
   out[3] = FunnelBytes(d3, d4, bs);
 }
+
+// ---- Global offsets (bytes, 64-bit) of core/problem.h's layout.
+// Input element (r, c) of batch entry z (rows x cols, leading dimension ldi elements).
+TR_HD constexpr int64_t InputOffset(int64_t z, int64_t r, int64_t c, int64_t rows, int64_t ldi,
+                                    int e) {
+  return ((z * rows + r) * ldi + c) * e;
+}
+// Where input element (r, c) of batch entry z lands: output row c, column r (cols x rows,
+// leading dimension ldo elements).
+TR_HD constexpr int64_t OutputOffset(int64_t z, int64_t r, int64_t c, int64_t cols, int64_t ldo,
+                                     int e) {
+  return ((z * cols + c) * ldo + r) * e;
+}
+
+// The tile walk of a persistent grid: tiles in order (tile columns fastest, then tile rows, then
+// batch entries); block b starts at tile b and advances by `step` (the grid size) tiles without a
+// division per tile (64-bit divisions per tile made a first version issue-bound).
+struct TileCursor {
+  int64_t z = 0, ty = 0, tx = 0;
+
+  TR_HD static constexpr TileCursor Start(int64_t tile, int64_t ntr, int64_t ntc) {
+    TileCursor c;
+    const int64_t per_batch = ntr * ntc;
+    c.z = tile / per_batch;
+    const int64_t rem = tile - c.z * per_batch;
+    c.ty = rem / ntc;
+    c.tx = rem - c.ty * ntc;
+    return c;
+  }
+  // Advances by dty tile rows and dtx tile columns (step = dty * ntc + dtx, dtx < ntc).
+  TR_HD constexpr void Advance(int64_t dty, int64_t dtx, int64_t ntr, int64_t ntc) {
+    tx += dtx;
+    ty += dty;
+    if (tx >= ntc) tx -= ntc, ++ty;
+    if (ty >= ntr) {
+      const int64_t q = ty / ntr;  // only when the walk crosses into another batch entry
+      z += q;
+      ty -= q * ntr;
+    }
+  }
+};
+
+// Skinny tiles: L elements along the long side times the n (<= 16) elements of the narrow side.
+// The strided side moves as 16-byte vectors of V = 16 / e elements; unit q of a tile is vector
+// SkinnyVec(q) of narrow index SkinnySide(q) (NV = L / V vectors per narrow index).
+TR_HD constexpr int SkinnySide(int q, int nv) { return q / nv; }
+TR_HD constexpr int SkinnyVec(int q, int nv) { return q % nv; }
 
 // Shared-memory layout of the skinny kernels: the tile is a contiguous byte string (the
 // contiguous side of the problem) with 4 bytes of padding after every 128 bytes, so that the

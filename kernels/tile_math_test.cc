@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/policy.h"
 #include "transposed/kernels/config.h"
 
 namespace transposed::kernels {
@@ -177,6 +178,112 @@ TEST(SkinnyLayout, PaddedOffsetsAreIncreasingAndFit) {
   std::vector<int> banks(32, 0);
   for (int lane = 0; lane < 32; ++lane) banks[(SkinnyOffset(lane * 4 * 8 * 4) / 4) % 32]++;
   for (int x : banks) EXPECT_EQ(x, 1);
+}
+
+// The thread-to-unit mapping of both tile phases (the one the agents use) touches every unit of
+// the tile exactly once, for every tile policy of the table.
+TEST(TileGeometry, ThreadMappingCoversEveryUnitOnce) {
+  int policies = 0;
+  for (const Policy& row : kFamily) {
+    if (row.algorithm != Algorithm::kTile) continue;
+    ++policies;
+    const TileGeometry g = row.tile.Geometry();
+    const std::string name = row.Config().Name() + " e=" + std::to_string(row.elem);
+    ASSERT_EQ(g.nt % g.nu, 0) << name;
+    std::vector<int> loads(g.load_units, 0), writes(g.write_units, 0);
+    for (int tid = 0; tid < g.nt; ++tid) {
+      for (int k = 0; k < g.nl(); ++k) {
+        if (!g.LoadActive(tid, k)) continue;
+        const int row_i = g.LoadRow(tid, k), col = g.LoadCol(tid);
+        ASSERT_LT(row_i, g.tr) << name;
+        ASSERT_LT(col, g.nu) << name;
+        ++loads[row_i * g.nu + col];
+      }
+      for (int k = 0; k < g.nw(); ++k) {
+        if (!g.WriteActive(tid, k)) continue;
+        const int lane = g.WriteLane(tid), group = g.WriteGroup(tid, k);
+        ASSERT_LT(lane, g.g) << name;
+        ASSERT_LT(group, g.tc / g.w) << name;
+        ++writes[group * g.g + lane];
+      }
+    }
+    for (int x : loads) ASSERT_EQ(x, 1) << name;
+    for (int x : writes) ASSERT_EQ(x, 1) << name;
+  }
+  EXPECT_GT(policies, 50);
+}
+
+TEST(GlobalOffsets, MatchTheProblemLayout) {
+  // 3 matrices of 5 x 7 with ld_in 9 and ld_out 6, 4-byte elements.
+  const int64_t rows = 5, cols = 7, ldi = 9, ldo = 6;
+  for (int64_t z = 0; z < 3; ++z)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        EXPECT_EQ(InputOffset(z, r, c, rows, ldi, 4), 4 * (z * rows * ldi + r * ldi + c));
+        EXPECT_EQ(OutputOffset(z, r, c, cols, ldo, 4), 4 * (z * cols * ldo + c * ldo + r));
+      }
+}
+
+// The persistent grid's tile walk: blocks 0..grid-1 together visit every tile exactly once, in
+// order within a block, for grids smaller and larger than a batch entry.
+TEST(TileCursor, PersistentWalkVisitsEveryTileOnce) {
+  for (int64_t ntr : {1, 3, 7}) {
+    for (int64_t ntc : {1, 2, 5, 16}) {
+      for (int64_t batch : {1, 4}) {
+        const int64_t tiles = ntr * ntc * batch;
+        for (int64_t grid : {int64_t{1}, int64_t{3}, ntc, ntc + 1, 2 * ntc * ntr + 1, tiles}) {
+          if (grid > tiles) continue;
+          std::vector<int> seen(tiles, 0);
+          const int64_t dty = grid / ntc, dtx = grid - dty * ntc;
+          for (int64_t b = 0; b < grid; ++b) {
+            int64_t expect = b;
+            for (TileCursor c = TileCursor::Start(b, ntr, ntc); c.z < batch;
+                 c.Advance(dty, dtx, ntr, ntc), expect += grid) {
+              const int64_t t = (c.z * ntr + c.ty) * ntc + c.tx;
+              ASSERT_EQ(t, expect) << ntr << "x" << ntc << " grid " << grid;
+              ASSERT_LT(c.ty, ntr);
+              ASSERT_LT(c.tx, ntc);
+              ++seen[t];
+            }
+          }
+          for (int x : seen) ASSERT_EQ(x, 1);
+        }
+      }
+    }
+  }
+}
+
+// The skinny unit split: unit q is vector SkinnyVec of narrow index SkinnySide, a bijection.
+TEST(SkinnyLayout, UnitsSplitIntoSideAndVector) {
+  const int nv = 32;
+  for (int q = 0; q < 16 * nv; ++q) {
+    EXPECT_EQ(SkinnySide(q, nv) * nv + SkinnyVec(q, nv), q);
+    EXPECT_LT(SkinnyVec(q, nv), nv);
+  }
+}
+
+// The table is the family: FamilyConfigs lists exactly kFamily's rows per element size, in order.
+TEST(PolicyTable, IsTheFamily) {
+  size_t i = 0;
+  for (int e : {1, 2, 4, 8, 16}) {
+    for (const TransposeConfig& c : FamilyConfigs(e)) {
+      while (i < kFamilySize && kFamily[i].elem != e) ++i;
+      ASSERT_LT(i, kFamilySize);
+      EXPECT_EQ(kFamily[i].Config(), c) << c.Name();
+      ++i;
+    }
+  }
+  size_t total = 0;
+  for (int e : {1, 2, 4, 8, 16}) total += FamilyConfigs(e).size();
+  EXPECT_EQ(total, kFamilySize);
+  EXPECT_EQ(FirstInvalidRow(), nullptr);
+  // Rows print as the variant names the store and the docs use.
+  EXPECT_EQ(Async(4, 64, 64, 4, 2).Config().Name(), "tile64x64.rows4.vec16.swz.async2");
+  EXPECT_EQ(Realign(4, 128, 32, 8, Pad(1)).Config().Name(), "tile128x32.rows8.vec16.realign.pad1");
+  EXPECT_EQ(Skinny(4, 512, 8).Config().Name(), "skinny.l512.rows8");
+  EXPECT_EQ(CublasGeam(8).Config().Name(), "cublas.geam");
+  // A policy that breaks its geometry is caught by the table's compile-time check.
+  EXPECT_NE(Tile(1, 128, 128, 8, 16, Pad(1)).Invalid(), nullptr);  // word gathers need 4-byte rows
 }
 
 }  // namespace

@@ -211,7 +211,12 @@ class CudaBackend : public Backend {
 
   std::vector<Candidate> Candidates(const Problem& p) const override {
     std::vector<Candidate> out;
-    for (const auto& c : kernels::EnumerateConfigs(p)) out.push_back({c.Name(), c.Params()});
+    for (const auto& c : kernels::EnumerateConfigs(p)) {
+      // Vendor members only where the worker found their library (DeviceInfo attribute).
+      if (c.algorithm == kernels::Algorithm::kCublasGeam && !device_.attributes.count("cublas"))
+        continue;
+      out.push_back({c.Name(), c.Params()});
+    }
     if (faults_) out.push_back({cuda_worker::kFaultCandidateName, {}});
     return out;
   }

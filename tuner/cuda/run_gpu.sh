@@ -4,7 +4,8 @@
 # BUNDLE is a folder made by /work/shared/tools/bundle holding transposed-worker,
 # worker_protocol_test, cuda_backend_test, tune_eval, transposed and transposectl.
 # OUTDIR receives: device.log, unit.log, gpu_test.log, e2e.log, e2e.csv, daemon.log,
-# tune_eval.csv, tune_eval.log. Exit status non-zero if anything failed.
+# tune_eval.csv, tune_eval.log, tune_random.csv, tune_random.log (tune_eval --random RANDOM_TUNE_N,
+# default 10, fresh seed unless SEED is set). Exit status non-zero if anything failed.
 set -uo pipefail
 bundle=$(cd "${1:?usage: run_gpu.sh BUNDLE OUTDIR}" && pwd)
 out=${2:?usage: run_gpu.sh BUNDLE OUTDIR}
@@ -46,4 +47,9 @@ awk -F, 'NR==FNR { if (FNR > 1) { best[$1] = $11; bestv[$1] = $10 } next }
                           p, $2, $3, bestv[p], best[p], pct, ok ? "ok" : "FAIL";
                    if (!ok) bad = 1 }
          END { exit bad }' "$out/tune_eval.csv" "$out/e2e.csv" | tee "$out/compare.log" || status=1
+echo "== tune_eval --random ${RANDOM_TUNE_N:-10}"
+timeout 420 "$bundle/bin/tune_eval" --random "${RANDOM_TUNE_N:-10}" ${SEED:+--seed "$SEED"} \
+  --csv "$out/tune_random.csv" > /dev/null 2> "$out/tune_random.log" || status=1
+column -s, -t < "$out/tune_random.csv" 2>/dev/null | cut -c1-250 || cat "$out/tune_random.csv"
+grep -v "invalid:" "$out/tune_random.log" | tail -8
 exit $status

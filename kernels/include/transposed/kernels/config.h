@@ -2,9 +2,10 @@
 //
 // A configuration names an algorithm and its compile-time parameters (tile shape, threads per
 // block, global access width, shared-memory padding or swizzle). The family is a fixed list of
-// configurations instantiated for each element size (kernels/family.inc); this header is pure host
+// configurations instantiated for each element size (kernels/policy.h); this header is pure host
 // C++ and compiles without CUDA, so the tuner, the daemon and the client can enumerate, name and
-// check configurations anywhere. Launching lives in launch.h.
+// check configurations anywhere. The family itself is one constexpr table of policies
+// (kernels/policy.h). Launching lives in launch.h.
 //
 // Algorithms:
 //   naive   one element per thread, coalesced reads, strided writes (reference point).
@@ -23,6 +24,16 @@
 //   skinny  for problems with one side of 1..16 elements: a tile of tile_rows elements along the
 //           long side times the whole short side, staged through shared memory with 16-byte
 //           global accesses on both sides (the contiguous side is read/written as raw bytes).
+//   cublas.geam  cuBLAS geam with op(A) = A^T, alpha 1, beta 0 (cublasSgeam for f32,
+//           cublasDgeam for f64; one matrix, dimensions and leading dimensions below 2^31), loaded
+//           at run time with dlopen: a candidate where the library is present. geam computes
+//           1.0 * a, which is the identity on every value except NaN: measured on H100 and H200
+//           (cuBLAS 13.1), f32 NaNs come out as the canonical NaN and f64 signaling NaNs come out
+//           quieted. So it is offered only for the floating dtypes f32 and f64 (never for integer
+//           or complex data: an i32 whose bits look like a NaN would change, and the complex
+//           geam's 1 * re - 0 * im turns an infinite imaginary part into a NaN real part), and its
+//           check is value-exact (canonicalizes_nan(): every non-NaN element bit-identical, NaNs
+//           stay NaNs).
 //
 // All types here are plain values; all functions are thread-safe (no shared state).
 #pragma once
@@ -38,9 +49,9 @@
 
 namespace transposed::kernels {
 
-enum class Algorithm : int { kNaive = 0, kTile = 1, kSkinny = 2 };
+enum class Algorithm : int { kNaive = 0, kTile = 1, kSkinny = 2, kCublasGeam = 3 };
 
-// "naive", "tile", "skinny".
+// "naive", "tile", "skinny", "cublas.geam".
 std::string_view AlgorithmName(Algorithm a);
 
 struct TransposeConfig {
@@ -68,12 +79,17 @@ struct TransposeConfig {
   int async = 0;
 
   int threads() const { return 32 * block_rows; }
+  // True for members that run a vendor library (cuBLAS) rather than our kernels.
+  bool vendor() const { return algorithm == Algorithm::kCublasGeam; }
+  // True when the member may replace a NaN's payload (by another NaN) but is otherwise
+  // bit-exact; checks then compare values (see cublas.geam above). False for all our kernels.
+  bool canonicalizes_nan() const { return algorithm == Algorithm::kCublasGeam; }
 
   // Stable name from the parameters: "naive", "tile32x32.rows8.pad1",
   // "tile64x64.rows8.vec16.swz", "tile64x64.rows8.vec16.realign.swz",
-  // "tile64x64.rows4.vec16.swz.async2", "skinny.l512.rows8".
+  // "tile64x64.rows4.vec16.swz.async2", "skinny.l512.rows8", "cublas.geam".
   std::string Name() const;
-  // Every field: algorithm (0 naive, 1 tile, 2 skinny), tile_rows, tile_cols, block_rows,
+  // Every field: algorithm (0 naive, 1 tile, 2 skinny, 3 cublas.geam), tile_rows, tile_cols, block_rows,
   // vec_bytes, pad, swizzle, realign, async.
   std::map<std::string, int64_t> Params() const;
   // Inverse of Name(); INVALID_ARGUMENT for anything that is not a well-formed name.

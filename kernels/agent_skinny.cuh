@@ -1,0 +1,260 @@
+// The skinny agent: problems with one side of 1..16 elements, one agent for both directions
+// (SkinnyDir), moving the contiguous side as raw 16-byte chunks and the other side as 16-byte
+// vectors gathered/scattered element-wise in shared memory (SkinnyOffset layout, tile_math.h).
+// Internal to kernels/. Stateless launchers; thread-safe.
+#pragma once
+
+#include "kernels/device_common.cuh"
+#include "transposed/kernels/config.h"
+
+namespace transposed::kernels::internal {
+
+// Element `k` of a 16-byte word vector <-> shared memory at logical byte `off`.
+template <int E>
+__device__ __forceinline__ void SkinnyGather(const unsigned char* sm, int off, uint32_t* w, int k) {
+  const int ph = SkinnyOffset(off);
+  if constexpr (E == 1) {
+    w[k / 4] |= static_cast<uint32_t>(sm[ph]) << (8 * (k % 4));
+  } else if constexpr (E == 2) {
+    w[k / 2] |= static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(sm + ph))
+                << (16 * (k % 2));
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i)
+      w[k * (E / 4) + i] = *reinterpret_cast<const uint32_t*>(sm + ph + 4 * i);
+  }
+}
+
+template <int E>
+__device__ __forceinline__ void SkinnyScatter(unsigned char* sm, int off, const uint32_t* w,
+                                              int k) {
+  const int ph = SkinnyOffset(off);
+  if constexpr (E == 1) {
+    sm[ph] = static_cast<uint8_t>(w[k / 4] >> (8 * (k % 4)));
+  } else if constexpr (E == 2) {
+    *reinterpret_cast<uint16_t*>(sm + ph) = static_cast<uint16_t>(w[k / 2] >> (16 * (k % 2)));
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i)
+      *reinterpret_cast<uint32_t*>(sm + ph + 4 * i) = w[k * (E / 4) + i];
+  }
+}
+
+// One element global -> shared (logical byte off) and back.
+template <int E>
+__device__ __forceinline__ void SkinnyToShared(unsigned char* sm, int off, const unsigned char* g) {
+  uint32_t w[E >= 4 ? E / 4 : 1];
+  LoadWords<E>(g, w);
+  const int ph = SkinnyOffset(off);
+  if constexpr (E < 4) {
+    StoreWords<E>(sm + ph, w);
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i) *reinterpret_cast<uint32_t*>(sm + ph + 4 * i) = w[i];
+  }
+}
+
+template <int E>
+__device__ __forceinline__ void SkinnyFromShared(unsigned char* g, const unsigned char* sm,
+                                                 int off) {
+  uint32_t w[E >= 4 ? E / 4 : 1];
+  const int ph = SkinnyOffset(off);
+  if constexpr (E < 4) {
+    LoadWords<E>(sm + ph, w);
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 4; ++i) w[i] = *reinterpret_cast<const uint32_t*>(sm + ph + 4 * i);
+  }
+  StoreWords<E>(g, w);
+}
+
+// Contiguous global bytes [0, bytes) <-> shared logical bytes [0, bytes), bytes <= MAXB. Loads
+// are issued all at once (MC 16-byte chunks per thread at most) before the shared stores.
+template <int E, int NT, int MAXB>
+__device__ __forceinline__ void SkinnyLoadContiguous(unsigned char* sm, const unsigned char* src,
+                                                     int bytes) {
+  constexpr int MC = (MAXB / 16 + NT - 1) / NT;
+  int done = 0;
+  if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    const int nch = bytes / 16;
+    uint32_t w[MC][4];
+#pragma unroll
+    for (int k = 0; k < MC; ++k) {
+      const int q = threadIdx.x + k * NT;
+      if (q < nch) LoadWords<16>(src + q * 16, w[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < MC; ++k) {
+      const int q = threadIdx.x + k * NT;
+      if (q < nch) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          *reinterpret_cast<uint32_t*>(sm + SkinnyOffset(q * 16 + 4 * i)) = w[k][i];
+      }
+    }
+    done = nch * 16;
+  }
+  for (int o = done + static_cast<int>(threadIdx.x) * E; o < bytes; o += NT * E)
+    SkinnyToShared<E>(sm, o, src + o);
+}
+
+template <int E, int NT, int MAXB>
+__device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const unsigned char* sm,
+                                                      int bytes) {
+  constexpr int MC = (MAXB / 16 + NT - 1) / NT;
+  int done = 0;
+  if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+    const int nch = bytes / 16;
+#pragma unroll
+    for (int k = 0; k < MC; ++k) {
+      const int q = threadIdx.x + k * NT;
+      if (q < nch) {
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          w[i] = *reinterpret_cast<const uint32_t*>(sm + SkinnyOffset(q * 16 + 4 * i));
+        StoreWords<16>(dst + q * 16, w);
+      }
+    }
+    done = nch * 16;
+  }
+  for (int o = done + static_cast<int>(threadIdx.x) * E; o < bytes; o += NT * E)
+    SkinnyFromShared<E>(dst + o, sm, o);
+}
+
+// The two directions of a skinny problem (SkinnyIsTall in config.h):
+//   kTall  cols = n <= 16 with dense input rows: L input rows are one contiguous byte string
+//          (read raw), the output side is n rows written as 16-byte vectors gathered from shared;
+//   kWide  rows = n <= 16 with dense output rows: the mirror image (input rows read as 16-byte
+//          vectors and scattered into shared, L output rows one contiguous byte string).
+enum class SkinnyDir { kTall, kWide };
+
+// One tile of L elements along the long side x n along the narrow side; NMAX >= n bounds the
+// per-thread unit counts (4, 8 or 16, picked at launch). Phases: the contiguous side
+// (LoadContiguous / StoreContiguous: raw 16-byte chunks), the strided side (LoadStrided: vectors
+// scattered into shared / StoreStrided: vectors gathered from shared), a barrier between them.
+template <int E, int L, int BR, int NMAX, SkinnyDir D>
+struct SkinnyAgent {
+  static constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
+  static constexpr int MAXB = L * NMAX * E;
+  static constexpr int MU = (NMAX * NV + NT - 1) / NT;  // strided units per thread at most
+
+  const Args a;  // by value: the address of a kernel parameter is never taken
+  const int n;   // narrow side
+
+  __device__ __forceinline__ explicit SkinnyAgent(const Args& args)
+      : a(args), n(static_cast<int>(D == SkinnyDir::kTall ? args.cols : args.rows)) {}
+  __device__ __forceinline__ int64_t length() const {
+    return D == SkinnyDir::kTall ? a.rows : a.cols;
+  }
+
+  // Tall, strided side: output row c (an input column), vector ov of the tile's L elements.
+  __device__ __forceinline__ void StoreStrided(const unsigned char* sm, int64_t z, int64_t r0,
+                                               int nr) const {
+#pragma unroll 2
+    for (int k = 0; k < MU; ++k) {
+      const int q = threadIdx.x + k * NT;
+      const int c = SkinnySide(q, NV), ov = SkinnyVec(q, NV);
+      if (c >= n || ov * V >= nr) continue;
+      unsigned char* dst = a.out + OutputOffset(z, r0 + ov * V, c, a.cols, a.ldo, E);
+      if (ov * V + V <= nr && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+        uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int j = 0; j < V; ++j) SkinnyGather<E>(sm, ((ov * V + j) * n + c) * E, w, j);
+        StoreWords<16>(dst, w);
+      } else {
+        for (int j = 0; j < V && ov * V + j < nr; ++j)
+          SkinnyFromShared<E>(dst + j * E, sm, ((ov * V + j) * n + c) * E);
+      }
+    }
+  }
+
+  // Wide, strided side: input row r, vector vc of the tile's L elements, all loads in flight
+  // before the scatter.
+  __device__ __forceinline__ void LoadStrided(unsigned char* sm, int64_t z, int64_t c0,
+                                              int nc) const {
+    uint32_t w[MU][4];
+    bool vec[MU];
+#pragma unroll
+    for (int k = 0; k < MU; ++k) {
+      const int q = threadIdx.x + k * NT;
+      const int r = SkinnySide(q, NV), vc = SkinnyVec(q, NV);
+      const unsigned char* src = a.in + InputOffset(z, r, c0 + vc * V, a.rows, a.ldi, E);
+      vec[k] = r < n && vc * V + V <= nc && (reinterpret_cast<uintptr_t>(src) & 15) == 0;
+      if (vec[k]) LoadWords<16>(src, w[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < MU; ++k) {
+      const int q = threadIdx.x + k * NT;
+      const int r = SkinnySide(q, NV), vc = SkinnyVec(q, NV);
+      if (r >= n || vc * V >= nc) continue;
+      if (vec[k]) {
+#pragma unroll
+        for (int kk = 0; kk < V; ++kk) SkinnyScatter<E>(sm, ((vc * V + kk) * n + r) * E, w[k], kk);
+      } else {
+        const unsigned char* src = a.in + InputOffset(z, r, c0 + vc * V, a.rows, a.ldi, E);
+        for (int kk = 0; kk < V && vc * V + kk < nc; ++kk)
+          SkinnyToShared<E>(sm, ((vc * V + kk) * n + r) * E, src + kk * E);
+      }
+    }
+  }
+
+  // Tile t (elements t*L .. along the long side) of batch entry z.
+  __device__ __forceinline__ void Run(unsigned char* sm, int64_t z, int64_t t) const {
+    const int64_t l0 = t * L;
+    const int nl = static_cast<int>(std::min<int64_t>(L, length() - l0));
+    if constexpr (D == SkinnyDir::kTall) {
+      // Input rows l0 .. l0+nl-1 are contiguous (dense input rows of n elements).
+      SkinnyLoadContiguous<E, NT, MAXB>(sm, a.in + InputOffset(z, l0, 0, a.rows, a.ldi, E),
+                                        nl * n * E);
+      __syncthreads();
+      StoreStrided(sm, z, l0, nl);
+    } else {
+      LoadStrided(sm, z, l0, nl);
+      __syncthreads();
+      // Output rows l0 .. l0+nl-1 are contiguous (dense output rows of n elements).
+      SkinnyStoreContiguous<E, NT, MAXB>(a.out + OutputOffset(z, 0, l0, a.cols, a.ldo, E), sm,
+                                         nl * n * E);
+    }
+    __syncthreads();  // the next tile reuses the shared buffer
+  }
+};
+
+template <int E, int L, int BR, int NMAX, SkinnyDir D>
+__global__ void __launch_bounds__(32 * BR, 3) SkinnyKernel(Args a) {
+  extern __shared__ __align__(16) unsigned char sm[];
+  const SkinnyAgent<E, L, BR, NMAX, D> agent(a);
+  const int64_t ntiles = (agent.length() + L - 1) / L;
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z)
+    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) agent.Run(sm, z, t);
+}
+
+template <int E, int L, int BR, SkinnyDir D>
+void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, cudaStream_t s) {
+  if (n <= 4) {
+    SkinnyKernel<E, L, BR, 4, D><<<grid, 32 * BR, smem, s>>>(a);
+  } else if (n <= 8) {
+    SkinnyKernel<E, L, BR, 8, D><<<grid, 32 * BR, smem, s>>>(a);
+  } else {
+    SkinnyKernel<E, L, BR, 16, D><<<grid, 32 * BR, smem, s>>>(a);
+  }
+}
+
+template <int E, int L, int BR>
+Status LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream_t s,
+                    const LaunchOptions&) {
+  const Args a = MakeArgs(p, in, out);
+  const bool tall = SkinnyIsTall(p);
+  const int64_t len = tall ? p.rows : p.cols;
+  const int64_t n = tall ? p.cols : p.rows;
+  const size_t smem = static_cast<size_t>(SkinnySharedFor(static_cast<int64_t>(L) * n * E));
+  const dim3 grid(CapGrid((len + L - 1) / L, INT_MAX), 1, CapGrid(p.batch, 65535));
+  if (tall) {
+    LaunchSkinnyDir<E, L, BR, SkinnyDir::kTall>(a, n, grid, smem, s);
+  } else {
+    LaunchSkinnyDir<E, L, BR, SkinnyDir::kWide>(a, n, grid, smem, s);
+  }
+  return Launched();
+}
+
+}  // namespace transposed::kernels::internal

@@ -1,0 +1,366 @@
+// The tile agent: one tile of a TilePolicy (kernels/policy.h) moved through shared memory in named
+// phases, shared by the two tile kernels:
+//   TileKernel       one tile per block per step of a grid-stride walk; loads staged through
+//                    registers:   LoadTile -> StoreToShared -> barrier -> WriteTile
+//   TileAsyncKernel  a persistent grid walking the tiles (TileCursor) with S shared buffers;
+//                    loads are cp.async copies issued S-1 tiles ahead:
+//                                 IssueLoad(next) ... wait + barrier -> WriteTile
+// and by both for tiles cut by the matrix edge:  EdgeTile (predicated element copies through the
+// same shared layout). Thread-to-unit mapping, shared layout and global offsets are
+// TileGeometry's and tile_math.h's (tested on the CPU).
+//
+// Internal to kernels/. Launchers are thread-safe (the resident-block count of the persistent
+// grid is cached per device in atomics).
+#pragma once
+
+#include <atomic>
+
+#include "kernels/device_common.cuh"
+
+namespace transposed::kernels::internal {
+
+template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
+struct TileAgent {
+  static constexpr TileGeometry kG = TileGeometry::Make(E, TR, TC, BR, VB, PAD, SWZ);
+  static_assert(kG.Invalid() == nullptr, "inconsistent tile geometry");
+  static_assert(!RA || kG.RealignInvalid() == nullptr, "inconsistent realign geometry");
+  static constexpr int NT = kG.nt, U = kG.u, V = kG.v, W = kG.w, SU = kG.su;
+  static constexpr int UW = U >= 4 ? U / 4 : 1;  // words per unit
+  static constexpr int UPR = kG.nu;               // load units per tile row
+  static constexpr int NL = kG.nl();              // load steps per thread
+  static constexpr int NW = kG.nw();              // write steps per thread
+  static constexpr bool kLoadExact = kG.load_units % NT == 0;
+  static constexpr bool kWriteExact = kG.write_units % NT == 0;
+  static constexpr int RS = kG.load_row_step();     // tile rows per load step
+  static constexpr int OS = kG.write_group_step();  // column groups per write step
+  // Realigning pad-layout tiles with one element per unit row (W == 1) gather each output window
+  // straight from the rows it covers (shifted by the output row's misalignment), so V guard rows
+  // above and below the tile keep those reads inside the array (their bytes are never stored).
+  static constexpr bool kShiftGather = RA && W == 1 && !SWZ;
+  static constexpr int kGuard = kShiftGather ? V * kG.s : 0;
+  // Shared bytes of one buffer (guard rows included; the tile starts kGuard bytes in).
+  static constexpr int kSmemBytes = kG.smem + 2 * kGuard;
+
+  // One tile: its first input and output bytes and its extent (nr x nc <= TR x TC).
+  struct Tile {
+    const unsigned char* in;
+    unsigned char* out;
+    int nr, nc;
+    __device__ __forceinline__ bool full() const { return nr == TR && nc == TC; }
+  };
+
+  const Args a;  // by value: the address of a kernel parameter is never taken
+  const int tid;
+
+  __device__ __forceinline__ explicit TileAgent(const Args& args) : a(args), tid(threadIdx.x) {}
+
+  __device__ __forceinline__ Tile At(int64_t z, int64_t ty, int64_t tx) const {
+    const int64_t r0 = ty * TR, c0 = tx * TC;
+    Tile t;
+    t.in = a.in + InputOffset(z, r0, c0, a.rows, a.ldi, E);
+    t.out = a.out + OutputOffset(z, r0, c0, a.cols, a.ldo, E);
+    t.nr = static_cast<int>(std::min<int64_t>(TR, a.rows - r0));
+    t.nc = static_cast<int>(std::min<int64_t>(TC, a.cols - c0));
+    return t;
+  }
+
+  // Whether the vector phases may run on tile t. A realigning tile reads up to 16 bytes past its
+  // last row's end (the aligned window); the one tile where that would leave the input buffer
+  // takes the edge path.
+  __device__ __forceinline__ bool Interior(const Tile& t) const {
+    if (!t.full()) return false;
+    if constexpr (RA) {
+      const unsigned char* last = t.in + static_cast<int64_t>(TR - 1) * a.ldi * E;
+      return (last - (reinterpret_cast<uintptr_t>(last) & 15)) + 16 * (UPR + 1) <= a.in_end;
+    }
+    return true;
+  }
+
+  // ---- Phase 1 (synchronous): global -> registers, all NL loads in flight before any use.
+  // Thread tid always handles unit column LoadCol(tid) and rows LoadRow(tid, k), so addresses
+  // advance by a constant per k.
+  __device__ __forceinline__ void LoadTile(const Tile& t, uint32_t (&buf)[NL][UW]) const {
+    constexpr TileGeometry G = kG;
+    const int vc = G.LoadCol(tid), lr0 = G.LoadRow(tid, 0);
+    const unsigned char* gin = t.in + static_cast<int64_t>(lr0) * a.ldi * E + vc * U;
+    const int64_t gstep = static_cast<int64_t>(RS) * a.ldi * E;
+    if constexpr (RA) {
+      // Realign: the aligned windows around each tile row (one more for the row's last lane
+      // when the row is misaligned), every load issued before any shuffle; then lane vc takes
+      // the bytes o .. o+15 of its window and the next one.
+      const unsigned char* rin = gin - vc * U;
+      uint32_t ext[NL][4];
+#pragma unroll
+      for (int k = 0; k < NL; ++k) {
+        const unsigned char* row = rin + k * gstep;
+        const int o = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
+        const unsigned char* win = row - o + vc * 16;
+        LoadWords<16>(win, buf[k]);
+        ext[k][0] = ext[k][1] = ext[k][2] = ext[k][3] = 0;
+        if (vc == UPR - 1 && o != 0) LoadWords<16>(win + 16, ext[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < NL; ++k) {
+        const int o = static_cast<int>(reinterpret_cast<uintptr_t>(rin + k * gstep) & 15);
+        uint32_t nxt[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          nxt[i] = __shfl_down_sync(0xffffffffu, buf[k][i], 1, UPR);
+          if (vc == UPR - 1) nxt[i] = ext[k][i];
+        }
+        uint32_t cur[4] = {buf[k][0], buf[k][1], buf[k][2], buf[k][3]};
+        Realign16<E>(cur, nxt, o, buf[k]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < NL; ++k) {
+        if (kLoadExact || G.LoadActive(tid, k)) LoadWords<U>(gin + k * gstep, buf[k]);
+      }
+    }
+  }
+
+  // ---- Phase 2 (synchronous): registers -> shared, in the policy's layout.
+  __device__ __forceinline__ void StoreToShared(const uint32_t (&buf)[NL][UW],
+                                                unsigned char* sm) const {
+    constexpr TileGeometry G = kG;
+    const int vc = G.LoadCol(tid);
+#pragma unroll
+    for (int k = 0; k < NL; ++k) {
+      if (kLoadExact || G.LoadActive(tid, k)) {
+        const int row = G.LoadRow(tid, k);
+        if constexpr (SU >= 4) {
+#pragma unroll
+          for (int piece = 0; piece < U / SU; ++piece)
+            StoreWords<SU>(sm + G.Offset(row, vc * U + piece * SU), buf[k] + piece * (SU / 4));
+        } else {
+          StoreWords<U>(sm + G.Offset(row, vc * U), buf[k]);
+        }
+      }
+    }
+  }
+
+  // ---- Phases 1+2 (asynchronous): global -> shared as 16-byte cp.async copies (full tiles of
+  // swizzled 16-byte policies only; the caller commits and waits).
+  __device__ __forceinline__ void IssueLoad(const Tile& t, unsigned char* sm) const {
+    constexpr TileGeometry G = kG;
+    static_assert(G.AsyncInvalid(2) == nullptr, "cp.async loads need whole 16-byte units");
+    const int vc = G.LoadCol(tid), lr0 = G.LoadRow(tid, 0);
+    const unsigned char* gin = t.in + static_cast<int64_t>(lr0) * a.ldi * E + vc * U;
+    const int64_t gstep = static_cast<int64_t>(RS) * a.ldi * E;
+#pragma unroll
+    for (int k = 0; k < NL; ++k) {
+      if (kLoadExact || G.LoadActive(tid, k))
+        CpAsync16(sm + G.Offset(lr0 + k * RS, vc * U), gin + k * gstep);
+    }
+  }
+
+  // ---- Phase 3: shared -> gather (V input rows of W columns) -> register transpose -> global.
+  // Thread tid always handles lane WriteLane(tid) of column groups WriteGroup(tid, k). Within a
+  // unit the V rows share the swizzle (it depends on row / V only), so the gather is one base
+  // offset plus j * S.
+  __device__ __forceinline__ void WriteTile(const Tile& t, const unsigned char* sm) const {
+    constexpr TileGeometry G = kG;
+    const int ov = G.WriteLane(tid), owg0 = G.WriteGroup(tid, 0);
+    unsigned char* gout = t.out + static_cast<int64_t>(owg0) * W * a.ldo * E + ov * U;
+    const int64_t ostep = static_cast<int64_t>(OS) * W * a.ldo * E;
+#pragma unroll
+    for (int k = 0; k < NW; ++k) {
+      if (kWriteExact || G.WriteActive(tid, k)) {
+        const int owg = owg0 + k * OS;
+        unsigned char* dst = gout + k * ostep;
+        if constexpr (W == 1) {
+          uint32_t o[UW];
+          const unsigned char* src = sm + G.Offset(ov * V, owg * E);
+#pragma unroll
+          for (int j = 0; j < V; ++j) LoadWords<E>(src + j * G.s, o + j * (E >= 4 ? E / 4 : 0));
+          if constexpr (kShiftGather) {
+            unsigned char* seg = dst - ov * U;
+            const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+            if (p == 0) {
+              StoreWords<16>(dst, o);
+            } else {
+              // Window ov of the output row holds elements ov * V - p / E + j.
+              const unsigned char* wsrc = src - (p / E) * G.s;
+              uint32_t win[4];
+#pragma unroll
+              for (int j = 0; j < V; ++j) LoadWords<E>(wsrc + j * G.s, win + j * (E / 4));
+              unsigned char* base = dst - p;
+              if (ov != 0) {
+                StoreWords<16>(base, win);
+              } else {
+                StoreWindowRange<E>(base, win, p, 16);
+              }
+              if (ov == G.g - 1) {
+#pragma unroll
+                for (int j = 0; j < V; ++j) LoadWords<E>(wsrc + (V + j) * G.s, win + j * (E / 4));
+                StoreWindowRange<E>(base + 16, win, 0, p);
+              }
+            }
+          } else if constexpr (RA) {
+            StoreRowRealigned<E, G.g>(dst - ov * U, ov, o);
+          } else {
+            StoreWords<U>(dst, o);
+          }
+        } else {
+          const unsigned char* src = sm + G.Offset(ov * V, owg * 4);
+          uint32_t wv[V];
+#pragma unroll
+          for (int j = 0; j < V; ++j) wv[j] = *reinterpret_cast<const uint32_t*>(src + j * G.s);
+          uint32_t o[W][UW];
+          TransposePackedWords<E, V, W, UW>(wv, o);
+#pragma unroll
+          for (int kk = 0; kk < W; ++kk) {
+            if constexpr (RA) {
+              StoreRowRealigned<E, G.g>(dst - ov * U + static_cast<int64_t>(kk) * a.ldo * E, ov,
+                                        o[kk]);
+            } else {
+              StoreWords<U>(dst + static_cast<int64_t>(kk) * a.ldo * E, o[kk]);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // ---- Edge tile: predicated element copies global -> shared -> global through the same
+  // layout (one barrier between the halves; the caller synchronises before reusing sm).
+  __device__ __forceinline__ void EdgeTile(const Tile& t, unsigned char* sm) const {
+    constexpr TileGeometry G = kG;
+    for (int q = tid; q < TR * TC; q += NT) {
+      const int row = q / TC, col = q % TC;
+      if (row < t.nr && col < t.nc)
+        CopyBytes<E>(sm + G.Offset(row, col * E),
+                     t.in + (static_cast<int64_t>(row) * a.ldi + col) * E);
+    }
+    __syncthreads();
+    for (int q = tid; q < TR * TC; q += NT) {
+      const int oc = q / TR, orow = q % TR;
+      if (oc < t.nc && orow < t.nr)
+        CopyBytes<E>(t.out + (static_cast<int64_t>(oc) * a.ldo + orow) * E,
+                     sm + G.Offset(orow, oc * E));
+    }
+  }
+};
+
+// ------------------------------------------------------------------------------------------------
+// Synchronous tile kernel: a 3-D grid-stride walk over (tile column, tile row, batch entry).
+template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
+__global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
+  using Agent = TileAgent<E, TR, TC, BR, VB, PAD, SWZ, RA>;
+  __shared__ __align__(16) unsigned char sm_raw[Agent::kSmemBytes];
+  unsigned char* const sm = sm_raw + Agent::kGuard;
+  const Agent agent(a);
+  const int64_t ntr = (a.rows + TR - 1) / TR;
+  const int64_t ntc = (a.cols + TC - 1) / TC;
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
+    for (int64_t ty = blockIdx.y; ty < ntr; ty += gridDim.y) {
+      for (int64_t tx = blockIdx.x; tx < ntc; tx += gridDim.x) {
+        const typename Agent::Tile t = agent.At(z, ty, tx);
+        if (agent.Interior(t)) {
+          uint32_t buf[Agent::NL][Agent::UW];
+          agent.LoadTile(t, buf);
+          agent.StoreToShared(buf, sm);
+          __syncthreads();
+          agent.WriteTile(t, sm);
+        } else {
+          agent.EdgeTile(t, sm);
+        }
+        __syncthreads();  // the next tile reuses the shared buffer
+      }
+    }
+  }
+}
+
+template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
+Status LaunchTile(const Problem& p, const void* in, void* out, cudaStream_t s,
+                  const LaunchOptions&) {
+  const Args a = MakeArgs(p, in, out);
+  const dim3 grid(CapGrid((p.cols + TC - 1) / TC, INT_MAX), CapGrid((p.rows + TR - 1) / TR, 65535),
+                  CapGrid(p.batch, 65535));
+  TileKernel<E, TR, TC, BR, VB, PAD, SWZ, RA><<<grid, 32 * BR, 0, s>>>(a);
+  return Launched();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Persistent tile kernel with S shared buffers (the swizzled 16-byte tile): a grid of as many
+// blocks as are resident walks the tiles in order; the loads of a block's next S-1 tiles are in
+// flight (cp.async) while it writes the current one. Edge tiles take EdgeTile synchronously
+// (nothing is prefetched for them).
+template <int E, int TR, int TC, int BR, int S>
+__global__ void __launch_bounds__(32 * BR) TileAsyncKernel(Args a) {
+  using Agent = TileAgent<E, TR, TC, BR, 16, 0, 1, 0>;
+  static_assert(Agent::kG.AsyncInvalid(S) == nullptr, "inconsistent async geometry");
+  constexpr int kBuf = Agent::kG.smem;
+  __shared__ __align__(128) unsigned char sm_raw[S * kBuf];
+  const Agent agent(a);
+  const int64_t ntr = (a.rows + TR - 1) / TR;
+  const int64_t ntc = (a.cols + TC - 1) / TC;
+  const int64_t step = gridDim.x;
+  const int64_t dty = step / ntc, dtx = step - dty * ntc;
+  // Issues the loads of full tile c into buf (nothing for edge tiles or past the end).
+  auto issue = [&](const TileCursor& c, unsigned char* buf) {
+    if (c.z >= a.batch) return;
+    const typename Agent::Tile t = agent.At(c.z, c.ty, c.tx);
+    if (t.full()) agent.IssueLoad(t, buf);
+  };
+  // Buffers round robin: tile i of this block lives in buffer i % S; `at` is the tile being
+  // written, `ahead` the next one to issue.
+  TileCursor at = TileCursor::Start(blockIdx.x, ntr, ntc);
+  TileCursor ahead = at;
+#pragma unroll
+  for (int k = 0; k < S - 1; ++k) {
+    issue(ahead, sm_raw + k * kBuf);
+    CpAsyncCommit();
+    ahead.Advance(dty, dtx, ntr, ntc);
+  }
+  for (int b = 0; at.z < a.batch; at.Advance(dty, dtx, ntr, ntc), b = b == S - 1 ? 0 : b + 1) {
+    // Buffer (b + S - 1) % S was last read before the previous iteration's closing barrier.
+    const int bn = b == 0 ? S - 1 : b - 1;
+    issue(ahead, sm_raw + bn * kBuf);
+    CpAsyncCommit();
+    ahead.Advance(dty, dtx, ntr, ntc);
+    CpAsyncWait<S - 1>();  // this thread's copies of tile `at` have landed
+    __syncthreads();       // ... and every thread's
+    const typename Agent::Tile t = agent.At(at.z, at.ty, at.tx);
+    unsigned char* const cur = sm_raw + b * kBuf;
+    if (t.full()) {
+      agent.WriteTile(t, cur);
+    } else {
+      agent.EdgeTile(t, cur);  // cur is free: no copies were issued into it for this tile
+    }
+    __syncthreads();  // a later iteration issues copies into cur
+  }
+  CpAsyncWait<0>();
+}
+
+template <int E, int TR, int TC, int BR, int S>
+Status LaunchTileAsync(const Problem& p, const void* in, void* out, cudaStream_t s,
+                       const LaunchOptions& o) {
+  const Args a = MakeArgs(p, in, out);
+  // Resident blocks per device (SMs x blocks per SM), computed once per device.
+  static std::atomic<int> resident[16];
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) {
+    int blocks = dev < 16 ? resident[dev].load(std::memory_order_relaxed) : 0;
+    if (blocks == 0) {
+      int sms = 0, per_sm = 0;
+      err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+      if (err == cudaSuccess)
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, TileAsyncKernel<E, TR, TC, BR, S>, 32 * BR, 0);
+      blocks = std::max(1, sms * per_sm);
+      if (err == cudaSuccess && dev < 16) resident[dev].store(blocks, std::memory_order_relaxed);
+    }
+    if (err == cudaSuccess) {
+      const int64_t tiles = ((p.rows + TR - 1) / TR) * ((p.cols + TC - 1) / TC) * p.batch;
+      int64_t cap = blocks;
+      if (o.max_persistent_blocks > 0) cap = std::min<int64_t>(cap, o.max_persistent_blocks);
+      TileAsyncKernel<E, TR, TC, BR, S><<<CapGrid(std::min(tiles, cap), INT_MAX), 32 * BR, 0, s>>>(a);
+      return Launched();
+    }
+  }
+  return Status::Internal(std::string("persistent grid size: ") + cudaGetErrorName(err));
+}
+
+}  // namespace transposed::kernels::internal
