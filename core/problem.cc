@@ -156,4 +156,16 @@ double EffectiveGBps(int64_t bytes, double seconds) {
   return 2.0 * static_cast<double>(bytes) / seconds / 1e9;
 }
 
+OutputByte LocateOutputByte(const Problem& p, int64_t byte_offset) {
+  OutputByte out;
+  const int64_t per_matrix = p.cols * p.out_ld();
+  out.element = byte_offset / p.elem_size();
+  out.batch = per_matrix > 0 ? out.element / per_matrix : 0;
+  const int64_t m = per_matrix > 0 ? out.element % per_matrix : 0;
+  out.out_row = m / p.out_ld();
+  out.out_col = m % p.out_ld();
+  out.in_gap = out.out_col >= p.rows || byte_offset >= p.out_alloc_bytes();
+  return out;
+}
+
 }  // namespace transposed

@@ -57,6 +57,19 @@ struct Problem {
   bool operator==(const Problem& o) const;
 };
 
+// Where one byte of a problem's output buffer lies. Output matrix `batch` holds `cols` rows of
+// out_ld() elements; output row `out_row` is input column out_row, and output column `out_col`
+// is input row out_col. `in_gap` when the byte is in a leading-dimension gap (out_col >= rows)
+// or past the buffer's end.
+struct OutputByte {
+  int64_t batch = 0;
+  int64_t out_row = 0;
+  int64_t out_col = 0;
+  int64_t element = 0;  // element index in the whole output buffer
+  bool in_gap = false;
+};
+OutputByte LocateOutputByte(const Problem& p, int64_t byte_offset);
+
 // Checks fields one by one and names the first bad field in the message:
 // rows/cols/batch must be >= 1; ld_in must be 0 or >= cols; ld_out 0 or >= rows; element counts
 // and byte counts must not overflow int64 (INVALID_ARGUMENT). If device_memory_bytes > 0, the

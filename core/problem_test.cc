@@ -84,5 +84,30 @@ TEST(Bandwidth, CountsReadPlusWrite) {
   EXPECT_EQ(EffectiveGBps(100, 0), 0);
 }
 
+TEST(Problem, LocateOutputByte) {
+  // 3 matrices of 4x5 f32 input; output 5 rows of ld_out 6 (one gap element per row).
+  Problem p{4, 5, 3, DType::kF32, 0, 6};
+  const int64_t per_matrix = 5 * 6 * 4;  // bytes
+  OutputByte a = LocateOutputByte(p, 0);
+  EXPECT_EQ(a.batch, 0);
+  EXPECT_EQ(a.out_row, 0);
+  EXPECT_EQ(a.out_col, 0);
+  EXPECT_FALSE(a.in_gap);
+  // Batch 2, output row 3, output column 2, third byte of the element.
+  OutputByte b = LocateOutputByte(p, 2 * per_matrix + (3 * 6 + 2) * 4 + 3);
+  EXPECT_EQ(b.batch, 2);
+  EXPECT_EQ(b.out_row, 3);
+  EXPECT_EQ(b.out_col, 2);
+  EXPECT_EQ(b.element, 2 * 30 + 3 * 6 + 2);
+  EXPECT_FALSE(b.in_gap);
+  // Output column 4 is the gap (rows = 4).
+  OutputByte g = LocateOutputByte(p, per_matrix + (1 * 6 + 4) * 4);
+  EXPECT_EQ(g.batch, 1);
+  EXPECT_EQ(g.out_row, 1);
+  EXPECT_EQ(g.out_col, 4);
+  EXPECT_TRUE(g.in_gap);
+  EXPECT_TRUE(LocateOutputByte(p, p.out_alloc_bytes()).in_gap);
+}
+
 }  // namespace
 }  // namespace transposed

@@ -62,7 +62,7 @@ pb::CandidateResult CandidateResultToProto(const CandidateResult& r, const std::
   pb::CandidateResult out;
   *out.mutable_variant() = VariantToProto(r.candidate, backend);
   *out.mutable_measurement() = MeasurementToProto(r.measurement, problem_bytes);
-  out.set_phase(r.phase);
+  out.set_phase(std::string(PhaseName(r.phase)));
   return out;
 }
 

@@ -6,14 +6,14 @@
 // thread-safe.
 #pragma once
 
+#include "core/device.h"
 #include "core/problem.h"
 #include "core/status.h"
+#include "core/tune_result.h"
 #include "proto/problem_proto.h"  // ProblemFromProto, ProblemToProto, ParseDTypeField
 #include "server/service.h"
 #include "server/store.h"
 #include "transposed/v1/transposed.grpc.pb.h"
-#include "tuner/backend.h"
-#include "tuner/tuner.h"
 
 namespace transposed {
 

@@ -157,7 +157,7 @@ TuneResult TestResult() {
   r.valid = 10;
   r.tune_seconds = 3.5;
   r.tuned_at_unix_ms = 1700000000123;
-  r.candidates.push_back({r.best, r.best_measurement, "final"});
+  r.candidates.push_back({r.best, r.best_measurement, Phase::kFinal});
   return r;
 }
 

@@ -35,10 +35,6 @@ std::string PrefixFields(const std::string& message, const std::string& prefix) 
 
 }  // namespace
 
-const char* AnswerSourceName(AnswerSource s) {
-  return s == AnswerSource::kCache ? "cache" : "tuned";
-}
-
 // One request waiting for a job. Its callbacks are taken (answered) or cleared (detached) once;
 // clearing them also breaks the reference cycle with a caller that holds the Waiter.
 class TransposeService::Waiter {
@@ -422,7 +418,7 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       spdlog::debug("tune device={} problem={} candidate={} gbps={:.2f} valid={} phase={}{}",
                     device, key, c.candidate.name,
                     EffectiveGBps(job->problem.bytes(), c.measurement.median_s),
-                    c.measurement.valid, c.phase,
+                    c.measurement.valid, PhaseName(c.phase),
                     c.measurement.valid ? "" : " error=\"" + c.measurement.error + "\"");
       if (!job->forced) return;
       std::vector<std::shared_ptr<Waiter>> waiters;

@@ -47,9 +47,6 @@ struct DeviceRef {
   std::optional<std::string> uuid;
 };
 
-enum class AnswerSource { kCache, kTuned };
-const char* AnswerSourceName(AnswerSource s);  // "cache" / "tuned"
-
 struct ConfigRequest {
   Problem problem;
   DeviceRef device;

@@ -6,9 +6,13 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 namespace transposed {
 namespace {
@@ -201,42 +205,279 @@ std::string Dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string ParamsJson(const std::map<std::string, int64_t>& params) {
+// --- SQL values: one overload pair per C++ type the tables store. ------------------------------
+
+Status ToSql(Stmt& st, int i, const std::string& v) { return st.Bind(i, v); }
+Status ToSql(Stmt& st, int i, int64_t v) { return st.Bind(i, v); }
+Status ToSql(Stmt& st, int i, int v) { return st.Bind(i, v); }
+Status ToSql(Stmt& st, int i, uint64_t v) { return st.Bind(i, static_cast<int64_t>(v)); }
+Status ToSql(Stmt& st, int i, double v) { return st.Bind(i, v); }
+Status ToSql(Stmt& st, int i, bool v) { return st.Bind(i, v ? 1 : 0); }
+Status ToSql(Stmt& st, int i, DType v) { return st.Bind(i, std::string(DTypeName(v))); }
+Status ToSql(Stmt& st, int i, Phase v) { return st.Bind(i, std::string(PhaseName(v))); }
+Status ToSql(Stmt& st, int i, const std::optional<double>& v) {
+  return v ? st.Bind(i, *v) : st.BindNull(i);
+}
+Status ToSql(Stmt& st, int i, const std::map<std::string, int64_t>& params) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : params) j[k] = v;
-  return Dump(j);
+  return st.Bind(i, Dump(j));
 }
-
-std::string AttributesJson(const std::map<std::string, std::string>& attrs) {
+Status ToSql(Stmt& st, int i, const std::map<std::string, std::string>& attrs) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : attrs) j[k] = v;
-  return Dump(j);
+  return st.Bind(i, Dump(j));
 }
 
-StatusOr<std::map<std::string, int64_t>> ParseParams(const std::string& text) {
+Status FromSql(const Stmt& st, int i, std::string* v) {
+  *v = st.Text(i);
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, int64_t* v) {
+  *v = st.Int(i);
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, int* v) {
+  *v = static_cast<int>(st.Int(i));
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, uint64_t* v) {
+  *v = static_cast<uint64_t>(st.Int(i));
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, double* v) {
+  *v = st.Real(i);
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, bool* v) {
+  *v = st.Int(i) != 0;
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, DType* v) {
+  const std::string text = st.Text(i);
+  auto parsed = ParseDType(text);
+  if (!parsed) return Status::Internal("unknown dtype '" + text + "'");
+  *v = *parsed;
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, Phase* v) {
+  const std::string text = st.Text(i);
+  auto parsed = ParsePhase(text);
+  if (!parsed) return Status::Internal("unknown phase '" + text + "'");
+  *v = *parsed;
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, std::map<std::string, int64_t>* out) {
+  const std::string text = st.Text(i);
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
-    return Status::Internal("store: params is not a JSON object: " + text.substr(0, 80));
-  std::map<std::string, int64_t> out;
+    return Status::Internal("not a JSON object: " + text.substr(0, 80));
+  out->clear();
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!it.value().is_number_integer())
-      return Status::Internal("store: params." + it.key() + " is not an integer");
-    out[it.key()] = it.value().get<int64_t>();
+      return Status::Internal("key '" + it.key() + "' is not an integer");
+    (*out)[it.key()] = it.value().get<int64_t>();
+  }
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, std::map<std::string, std::string>* out) {
+  const std::string text = st.Text(i);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::Internal("not a JSON object: " + text.substr(0, 80));
+  out->clear();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_string()) return Status::Internal("key '" + it.key() + "' is not a string");
+    (*out)[it.key()] = it.value().get<std::string>();
+  }
+  return Status::OK();
+}
+
+// --- Column tables: the one mapping between a row type and its SQL columns. ------------------
+//
+// Each table lists a row type's columns once: the column name, how it is bound for INSERT and
+// how it is read back by SELECT. INSERT and SELECT statements are generated from the same table,
+// so a column can never be bound or read at the wrong position.
+
+template <typename T>
+struct Column {
+  std::string name;
+  std::function<Status(Stmt&, int, const T&)> bind;  // every column is written
+  std::function<Status(const Stmt&, int, T&)> read;  // empty: derived, written but not read back
+};
+
+// A column stored from, and read back into, the field that `field(row)` refers to.
+template <typename T, typename FieldRef>
+Column<T> FieldColumn(std::string name, FieldRef field) {
+  return {std::move(name),
+          [field](Stmt& st, int i, const T& row) { return ToSql(st, i, field(row)); },
+          [field](const Stmt& st, int i, T& row) { return FromSql(st, i, &field(row)); }};
+}
+
+// A column written from a value computed from the row (a key, a rate), never read back.
+template <typename T, typename Fn>
+Column<T> DerivedColumn(std::string name, Fn fn) {
+  return {std::move(name), [fn](Stmt& st, int i, const T& row) { return ToSql(st, i, fn(row)); },
+          nullptr};
+}
+
+// The columns of a Measurement that `m(row)` refers to, named prefix + field. The winner's
+// measurement is always valid and has no valid/error columns (with_validity = false).
+template <typename T, typename M>
+void AddMeasurementColumns(std::vector<Column<T>>& cols, const std::string& prefix, M m,
+                           bool with_validity) {
+  if (with_validity) {
+    cols.push_back(FieldColumn<T>(prefix + "valid", [m](auto& r) -> auto& { return m(r).valid; }));
+    cols.push_back(FieldColumn<T>(prefix + "error", [m](auto& r) -> auto& { return m(r).error; }));
+  }
+  cols.push_back(
+      FieldColumn<T>(prefix + "median_s", [m](auto& r) -> auto& { return m(r).median_s; }));
+  cols.push_back(FieldColumn<T>(prefix + "min_s", [m](auto& r) -> auto& { return m(r).min_s; }));
+  cols.push_back(FieldColumn<T>(prefix + "max_s", [m](auto& r) -> auto& { return m(r).max_s; }));
+  cols.push_back(
+      FieldColumn<T>(prefix + "samples", [m](auto& r) -> auto& { return m(r).samples; }));
+  cols.push_back(FieldColumn<T>(prefix + "warmup", [m](auto& r) -> auto& { return m(r).warmup; }));
+  cols.push_back(FieldColumn<T>(prefix + "method", [m](auto& r) -> auto& { return m(r).method; }));
+}
+
+// `devices`, keyed by fingerprint (first/last seen times are added by UpsertDeviceLocked).
+const std::vector<Column<DeviceInfo>>& DeviceColumns() {
+  using T = DeviceInfo;
+  static const auto* cols = new std::vector<Column<T>>{
+      DerivedColumn<T>("fingerprint", [](const T& d) { return d.Fingerprint(); }),
+      FieldColumn<T>("backend", [](auto& d) -> auto& { return d.backend; }),
+      FieldColumn<T>("uuid", [](auto& d) -> auto& { return d.uuid; }),
+      FieldColumn<T>("name", [](auto& d) -> auto& { return d.name; }),
+      FieldColumn<T>("memory_bytes", [](auto& d) -> auto& { return d.memory_bytes; }),
+      FieldColumn<T>("attributes", [](auto& d) -> auto& { return d.attributes; }),
+      FieldColumn<T>("library_version", [](auto& d) -> auto& { return d.library_version; }),
+  };
+  return *cols;
+}
+
+// The ceiling's bandwidth, or nothing when there is no valid ceiling.
+std::optional<double> CeilingGbps(const TuneResult& r) {
+  const double g = r.ceiling.valid ? r.ceiling_gbps() : 0;
+  if (g > 0) return g;
+  return std::nullopt;
+}
+
+// `entries`: one row per (device, problem); the device itself is read from `devices`.
+const std::vector<Column<TuneResult>>& EntryColumns() {
+  using T = TuneResult;
+  static const auto* cols = [] {
+    auto* c = new std::vector<Column<T>>{
+        DerivedColumn<T>("device_fingerprint", [](const T& r) { return r.device.Fingerprint(); }),
+        DerivedColumn<T>("problem_key", [](const T& r) { return r.problem.Key(); }),
+        FieldColumn<T>("rows", [](auto& r) -> auto& { return r.problem.rows; }),
+        FieldColumn<T>("cols", [](auto& r) -> auto& { return r.problem.cols; }),
+        FieldColumn<T>("batch", [](auto& r) -> auto& { return r.problem.batch; }),
+        FieldColumn<T>("dtype", [](auto& r) -> auto& { return r.problem.dtype; }),
+        FieldColumn<T>("ld_in", [](auto& r) -> auto& { return r.problem.ld_in; }),
+        FieldColumn<T>("ld_out", [](auto& r) -> auto& { return r.problem.ld_out; }),
+        FieldColumn<T>("variant", [](auto& r) -> auto& { return r.best.name; }),
+        FieldColumn<T>("params", [](auto& r) -> auto& { return r.best.params; }),
+        DerivedColumn<T>("gbps", [](const T& r) { return r.gbps(); }),
+        DerivedColumn<T>("ceiling_gbps", [](const T& r) { return CeilingGbps(r); }),
+        DerivedColumn<T>("ratio",
+                         [](const T& r) -> std::optional<double> {
+                           auto ceiling = CeilingGbps(r);
+                           if (!ceiling) return std::nullopt;
+                           return r.gbps() / *ceiling;
+                         }),
+    };
+    AddMeasurementColumns<T>(*c, "", [](auto& r) -> auto& { return r.best_measurement; },
+                             /*with_validity=*/false);
+    AddMeasurementColumns<T>(*c, "ceiling_", [](auto& r) -> auto& { return r.ceiling; },
+                             /*with_validity=*/true);
+    c->push_back(FieldColumn<T>("candidates_tried", [](auto& r) -> auto& { return r.tried; }));
+    c->push_back(FieldColumn<T>("candidates_valid", [](auto& r) -> auto& { return r.valid; }));
+    c->push_back(FieldColumn<T>("tune_seconds", [](auto& r) -> auto& { return r.tune_seconds; }));
+    c->push_back(
+        FieldColumn<T>("tuned_at_unix_ms", [](auto& r) -> auto& { return r.tuned_at_unix_ms; }));
+    return c;
+  }();
+  return *cols;
+}
+
+// `candidates`: one row per candidate result of an entry's tune.
+struct CandidateRow {
+  int64_t entry_id = 0;
+  int64_t problem_bytes = 0;  // for the derived gbps column
+  CandidateResult result;
+};
+
+const std::vector<Column<CandidateRow>>& CandidateColumns() {
+  using T = CandidateRow;
+  static const auto* cols = [] {
+    auto* c = new std::vector<Column<T>>{
+        DerivedColumn<T>("entry_id", [](const T& r) { return r.entry_id; }),
+        FieldColumn<T>("variant", [](auto& r) -> auto& { return r.result.candidate.name; }),
+        FieldColumn<T>("params", [](auto& r) -> auto& { return r.result.candidate.params; }),
+        FieldColumn<T>("phase", [](auto& r) -> auto& { return r.result.phase; }),
+        DerivedColumn<T>("gbps",
+                         [](const T& r) -> std::optional<double> {
+                           const Measurement& m = r.result.measurement;
+                           if (!m.valid || m.median_s <= 0) return std::nullopt;
+                           return EffectiveGBps(r.problem_bytes, m.median_s);
+                         }),
+    };
+    AddMeasurementColumns<T>(*c, "", [](auto& r) -> auto& { return r.result.measurement; },
+                             /*with_validity=*/true);
+    return c;
+  }();
+  return *cols;
+}
+
+// "a, b, c" of every column (written = true) or of the columns read back, each prefixed.
+template <typename T>
+std::string ColumnList(const std::vector<Column<T>>& cols, bool written,
+                       const std::string& prefix = "") {
+  std::string out;
+  for (const Column<T>& c : cols) {
+    if (!written && !c.read) continue;
+    if (!out.empty()) out += ", ";
+    out += prefix + c.name;
   }
   return out;
 }
 
-StatusOr<std::map<std::string, std::string>> ParseAttributes(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::Internal("store: attributes is not a JSON object: " + text.substr(0, 80));
-  std::map<std::string, std::string> out;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!it.value().is_string())
-      return Status::Internal("store: attributes." + it.key() + " is not a string");
-    out[it.key()] = it.value().get<std::string>();
-  }
+// "?1, ?2, ..." for every column.
+template <typename T>
+std::string Placeholders(const std::vector<Column<T>>& cols) {
+  std::string out;
+  for (size_t i = 1; i <= cols.size(); ++i) out += (i > 1 ? ", ?" : "?") + std::to_string(i);
   return out;
+}
+
+// "INSERT INTO table (every column) VALUES (?1, ...)".
+template <typename T>
+std::string InsertSql(const char* table, const std::vector<Column<T>>& cols) {
+  return std::string("INSERT INTO ") + table + " (" + ColumnList(cols, true) + ") VALUES (" +
+         Placeholders(cols) + ")";
+}
+
+// Binds every column of `row` to ?1 ... ?n.
+template <typename T>
+Status BindRow(Stmt& st, const std::vector<Column<T>>& cols, const T& row) {
+  for (size_t i = 0; i < cols.size(); ++i) {
+    Status s = cols[i].bind(st, static_cast<int>(i) + 1, row);
+    if (!s.ok()) return Status(s.code(), "store: column " + cols[i].name + ": " + s.message());
+  }
+  return Status::OK();
+}
+
+// Reads the columns that are read back, in ColumnList(cols, false) order, from result column
+// `first` on. Returns the index after the last column read.
+template <typename T>
+StatusOr<int> ReadRow(const Stmt& st, const std::vector<Column<T>>& cols, int first, T& row) {
+  int i = first;
+  for (const Column<T>& c : cols) {
+    if (!c.read) continue;
+    Status s = c.read(st, i++, row);
+    if (!s.ok()) return Status::Internal("store: column " + c.name + ": " + s.message());
+  }
+  return i;
 }
 
 // Runs `body` inside BEGIN IMMEDIATE ... COMMIT; rolls back on any error.
@@ -252,107 +493,59 @@ Status InTransaction(sqlite3* db, const std::function<Status()>& body) {
 }
 
 Status UpsertDeviceLocked(sqlite3* db, const DeviceInfo& d, int64_t now_ms) {
-  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, R"sql(
-INSERT INTO devices (fingerprint, backend, uuid, name, memory_bytes, attributes, library_version,
-                     first_seen_unix_ms, last_seen_unix_ms)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
-ON CONFLICT (fingerprint) DO UPDATE SET
-  backend = excluded.backend, uuid = excluded.uuid, name = excluded.name,
-  memory_bytes = excluded.memory_bytes, attributes = excluded.attributes,
-  library_version = excluded.library_version, last_seen_unix_ms = excluded.last_seen_unix_ms
-)sql"));
-  TR_RETURN_IF_ERROR(st->Bind(1, d.Fingerprint()));
-  TR_RETURN_IF_ERROR(st->Bind(2, d.backend));
-  TR_RETURN_IF_ERROR(st->Bind(3, d.uuid));
-  TR_RETURN_IF_ERROR(st->Bind(4, d.name));
-  TR_RETURN_IF_ERROR(st->Bind(5, static_cast<int64_t>(d.memory_bytes)));
-  TR_RETURN_IF_ERROR(st->Bind(6, AttributesJson(d.attributes)));
-  TR_RETURN_IF_ERROR(st->Bind(7, d.library_version));
-  TR_RETURN_IF_ERROR(st->Bind(8, now_ms));
+  const auto& cols = DeviceColumns();
+  static const std::string sql = [&cols] {
+    std::string update;
+    for (const auto& c : cols) {
+      if (c.name == "fingerprint") continue;
+      update += c.name + " = excluded." + c.name + ", ";
+    }
+    const std::string now = "?" + std::to_string(cols.size() + 1);
+    return "INSERT INTO devices (" + ColumnList(cols, true) +
+           ", first_seen_unix_ms, last_seen_unix_ms) VALUES (" + Placeholders(cols) + ", " + now +
+           ", " + now + ") ON CONFLICT (fingerprint) DO UPDATE SET " + update +
+           "last_seen_unix_ms = excluded.last_seen_unix_ms";
+  }();
+  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, sql));
+  TR_RETURN_IF_ERROR(BindRow(*st, cols, d));
+  TR_RETURN_IF_ERROR(st->Bind(static_cast<int>(cols.size()) + 1, now_ms));
   return st->Run();
 }
 
-// The columns every entry query selects, in the order ReadEntry expects. `e` is entries, `d` is
-// devices.
-constexpr const char* kEntryColumns = R"sql(
-  e.id, e.rows, e.cols, e.batch, e.dtype, e.ld_in, e.ld_out, e.variant, e.params,
-  e.median_s, e.min_s, e.max_s, e.samples, e.warmup, e.method,
-  e.ceiling_valid, e.ceiling_error, e.ceiling_median_s, e.ceiling_min_s, e.ceiling_max_s,
-  e.ceiling_samples, e.ceiling_warmup, e.ceiling_method,
-  e.candidates_tried, e.candidates_valid, e.tune_seconds, e.tuned_at_unix_ms,
-  d.backend, d.uuid, d.name, d.memory_bytes, d.attributes, d.library_version
-FROM entries e JOIN devices d ON d.fingerprint = e.device_fingerprint
-)sql";
+// What every entry query selects: the entry id, the entry's columns, then its device's. `e` is
+// entries, `d` is devices.
+const std::string& EntrySelect() {
+  static const std::string sql = "SELECT e.id, " + ColumnList(EntryColumns(), false, "e.") + ", " +
+                                 ColumnList(DeviceColumns(), false, "d.") +
+                                 " FROM entries e JOIN devices d ON d.fingerprint = "
+                                 "e.device_fingerprint";
+  return sql;
+}
 
+// Reads one row of EntrySelect().
 StatusOr<TuneResult> ReadEntry(const Stmt& st, int64_t* entry_id) {
   TuneResult r;
-  int c = 0;
-  *entry_id = st.Int(c++);
-  r.problem.rows = st.Int(c++);
-  r.problem.cols = st.Int(c++);
-  r.problem.batch = st.Int(c++);
-  const std::string dtype = st.Text(c++);
-  auto parsed = ParseDType(dtype);
-  if (!parsed)
-    return Status::Internal("store: entry " + std::to_string(*entry_id) + " has unknown dtype '" +
-                            dtype + "'");
-  r.problem.dtype = *parsed;
-  r.problem.ld_in = st.Int(c++);
-  r.problem.ld_out = st.Int(c++);
-  r.best.name = st.Text(c++);
-  TR_ASSIGN_OR_RETURN(r.best.params, ParseParams(st.Text(c++)));
-  Measurement& m = r.best_measurement;
-  m.valid = true;  // only valid winners are stored
-  m.median_s = st.Real(c++);
-  m.min_s = st.Real(c++);
-  m.max_s = st.Real(c++);
-  m.samples = static_cast<int>(st.Int(c++));
-  m.warmup = static_cast<int>(st.Int(c++));
-  m.method = st.Text(c++);
-  Measurement& ce = r.ceiling;
-  ce.valid = st.Int(c++) != 0;
-  ce.error = st.Text(c++);
-  ce.median_s = st.Real(c++);
-  ce.min_s = st.Real(c++);
-  ce.max_s = st.Real(c++);
-  ce.samples = static_cast<int>(st.Int(c++));
-  ce.warmup = static_cast<int>(st.Int(c++));
-  ce.method = st.Text(c++);
-  r.tried = static_cast<int>(st.Int(c++));
-  r.valid = static_cast<int>(st.Int(c++));
-  r.tune_seconds = st.Real(c++);
-  r.tuned_at_unix_ms = st.Int(c++);
-  r.device.backend = st.Text(c++);
-  r.device.uuid = st.Text(c++);
-  r.device.name = st.Text(c++);
-  r.device.memory_bytes = static_cast<uint64_t>(st.Int(c++));
-  TR_ASSIGN_OR_RETURN(r.device.attributes, ParseAttributes(st.Text(c++)));
-  r.device.library_version = st.Text(c++);
+  *entry_id = st.Int(0);
+  TR_ASSIGN_OR_RETURN(int next, ReadRow(st, EntryColumns(), 1, r));
+  TR_ASSIGN_OR_RETURN(next, ReadRow(st, DeviceColumns(), next, r.device));
+  (void)next;
+  r.best_measurement.valid = true;  // only valid winners are stored
   return r;
 }
 
 Status ReadCandidates(sqlite3* db, int64_t entry_id, std::vector<CandidateResult>* out) {
-  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, R"sql(
-SELECT variant, params, phase, valid, error, median_s, min_s, max_s, samples, warmup, method
-FROM candidates WHERE entry_id = ?1 ORDER BY id
-)sql"));
+  const auto& cols = CandidateColumns();
+  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, "SELECT " + ColumnList(cols, false) +
+                                                     " FROM candidates WHERE entry_id = ?1 "
+                                                     "ORDER BY id"));
   TR_RETURN_IF_ERROR(st->Bind(1, entry_id));
   while (true) {
     TR_ASSIGN_OR_RETURN(bool row, st->Step());
     if (!row) break;
-    CandidateResult c;
-    c.candidate.name = st->Text(0);
-    TR_ASSIGN_OR_RETURN(c.candidate.params, ParseParams(st->Text(1)));
-    c.phase = st->Text(2);
-    c.measurement.valid = st->Int(3) != 0;
-    c.measurement.error = st->Text(4);
-    c.measurement.median_s = st->Real(5);
-    c.measurement.min_s = st->Real(6);
-    c.measurement.max_s = st->Real(7);
-    c.measurement.samples = static_cast<int>(st->Int(8));
-    c.measurement.warmup = static_cast<int>(st->Int(9));
-    c.measurement.method = st->Text(10);
-    out->push_back(std::move(c));
+    CandidateRow c;
+    TR_ASSIGN_OR_RETURN(int next, ReadRow(*st, cols, 0, c));
+    (void)next;
+    out->push_back(std::move(c.result));
   }
   return Status::OK();
 }
@@ -490,8 +683,6 @@ Status Store::SaveTune(const TuneResult& r) {
   }
   const std::string fingerprint = r.device.Fingerprint();
   const std::string key = r.problem.Key();
-  const double gbps = r.gbps();
-  const double ceiling_gbps = r.ceiling.valid ? r.ceiling_gbps() : 0;
   std::lock_guard<std::mutex> lock(mu_);
   return InTransaction(db_, [&]() -> Status {
     TR_RETURN_IF_ERROR(UpsertDeviceLocked(db_, r.device, NowUnixMs()));
@@ -503,81 +694,17 @@ DELETE FROM entries WHERE device_fingerprint = ?1 AND problem_key = ?2
       TR_RETURN_IF_ERROR(del->Bind(2, key));
       TR_RETURN_IF_ERROR(del->Run());
     }
-    TR_ASSIGN_OR_RETURN(auto ins, Stmt::Prepare(db_, R"sql(
-INSERT INTO entries (device_fingerprint, problem_key, rows, cols, batch, dtype, ld_in, ld_out,
-  variant, params, gbps, ceiling_gbps, ratio, median_s, min_s, max_s, samples, warmup, method,
-  ceiling_valid, ceiling_error, ceiling_median_s, ceiling_min_s, ceiling_max_s, ceiling_samples,
-  ceiling_warmup, ceiling_method, candidates_tried, candidates_valid, tune_seconds,
-  tuned_at_unix_ms)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-  ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)
-)sql"));
-    const Measurement& m = r.best_measurement;
-    const Measurement& ce = r.ceiling;
-    int i = 1;
-    TR_RETURN_IF_ERROR(ins->Bind(i++, fingerprint));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, key));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.problem.rows));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.problem.cols));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.problem.batch));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, std::string(DTypeName(r.problem.dtype))));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.problem.ld_in));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.problem.ld_out));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.best.name));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ParamsJson(r.best.params)));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, gbps));
-    if (ceiling_gbps > 0) {
-      TR_RETURN_IF_ERROR(ins->Bind(i++, ceiling_gbps));
-      TR_RETURN_IF_ERROR(ins->Bind(i++, gbps / ceiling_gbps));
-    } else {
-      TR_RETURN_IF_ERROR(ins->BindNull(i++));
-      TR_RETURN_IF_ERROR(ins->BindNull(i++));
-    }
-    TR_RETURN_IF_ERROR(ins->Bind(i++, m.median_s));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, m.min_s));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, m.max_s));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, m.samples));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, m.warmup));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, m.method));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ce.valid ? 1 : 0));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ce.error));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ce.median_s));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ce.min_s));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ce.max_s));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ce.samples));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ce.warmup));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, ce.method));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.tried));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.valid));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.tune_seconds));
-    TR_RETURN_IF_ERROR(ins->Bind(i++, r.tuned_at_unix_ms));
+    TR_ASSIGN_OR_RETURN(auto ins, Stmt::Prepare(db_, InsertSql("entries", EntryColumns())));
+    TR_RETURN_IF_ERROR(BindRow(*ins, EntryColumns(), r));
     TR_RETURN_IF_ERROR(ins->Run());
-    const int64_t entry_id = sqlite3_last_insert_rowid(db_);
-
-    TR_ASSIGN_OR_RETURN(auto cand, Stmt::Prepare(db_, R"sql(
-INSERT INTO candidates (entry_id, variant, params, phase, valid, error, median_s, min_s, max_s,
-  samples, warmup, gbps, method)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-)sql"));
+    CandidateRow row;
+    row.entry_id = sqlite3_last_insert_rowid(db_);
+    row.problem_bytes = r.problem.bytes();
+    TR_ASSIGN_OR_RETURN(auto cand,
+                        Stmt::Prepare(db_, InsertSql("candidates", CandidateColumns())));
     for (const CandidateResult& c : r.candidates) {
-      const Measurement& cm = c.measurement;
-      TR_RETURN_IF_ERROR(cand->Bind(1, entry_id));
-      TR_RETURN_IF_ERROR(cand->Bind(2, c.candidate.name));
-      TR_RETURN_IF_ERROR(cand->Bind(3, ParamsJson(c.candidate.params)));
-      TR_RETURN_IF_ERROR(cand->Bind(4, c.phase));
-      TR_RETURN_IF_ERROR(cand->Bind(5, cm.valid ? 1 : 0));
-      TR_RETURN_IF_ERROR(cand->Bind(6, cm.error));
-      TR_RETURN_IF_ERROR(cand->Bind(7, cm.median_s));
-      TR_RETURN_IF_ERROR(cand->Bind(8, cm.min_s));
-      TR_RETURN_IF_ERROR(cand->Bind(9, cm.max_s));
-      TR_RETURN_IF_ERROR(cand->Bind(10, cm.samples));
-      TR_RETURN_IF_ERROR(cand->Bind(11, cm.warmup));
-      if (cm.valid && cm.median_s > 0) {
-        TR_RETURN_IF_ERROR(cand->Bind(12, EffectiveGBps(r.problem.bytes(), cm.median_s)));
-      } else {
-        TR_RETURN_IF_ERROR(cand->BindNull(12));
-      }
-      TR_RETURN_IF_ERROR(cand->Bind(13, cm.method));
+      row.result = c;
+      TR_RETURN_IF_ERROR(BindRow(*cand, CandidateColumns(), row));
       TR_RETURN_IF_ERROR(cand->Run());
       TR_RETURN_IF_ERROR(cand->Reset());
     }
@@ -589,7 +716,7 @@ StatusOr<std::optional<TuneResult>> Store::Lookup(const std::string& device_fing
                                                   const Problem& problem, bool include_candidates) {
   std::lock_guard<std::mutex> lock(mu_);
   TR_ASSIGN_OR_RETURN(
-      auto st, Stmt::Prepare(db_, std::string("SELECT ") + kEntryColumns +
+      auto st, Stmt::Prepare(db_, EntrySelect() +
                                       " WHERE e.device_fingerprint = ?1 AND e.problem_key = ?2"));
   TR_RETURN_IF_ERROR(st->Bind(1, device_fingerprint));
   TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
@@ -604,7 +731,7 @@ StatusOr<std::optional<TuneResult>> Store::Lookup(const std::string& device_fing
 StatusOr<std::vector<TuneResult>> Store::List(const StoreFilter& filter, bool include_candidates,
                                               int limit) {
   const Where where = BuildWhere(filter);
-  std::string sql = std::string("SELECT ") + kEntryColumns + where.sql +
+  std::string sql = EntrySelect() + where.sql +
                     " ORDER BY e.tuned_at_unix_ms DESC, e.id DESC";
   if (limit > 0) sql += " LIMIT ?";
   std::lock_guard<std::mutex> lock(mu_);
@@ -647,22 +774,18 @@ StatusOr<int64_t> Store::Delete(const StoreFilter& filter) {
 }
 
 StatusOr<std::vector<DeviceInfo>> Store::Devices() {
+  const auto& cols = DeviceColumns();
   std::lock_guard<std::mutex> lock(mu_);
-  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, R"sql(
-SELECT backend, uuid, name, memory_bytes, attributes, library_version
-FROM devices ORDER BY first_seen_unix_ms, fingerprint
-)sql"));
+  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, "SELECT " + ColumnList(cols, false) +
+                                                      " FROM devices ORDER BY first_seen_unix_ms, "
+                                                      "fingerprint"));
   std::vector<DeviceInfo> out;
   while (true) {
     TR_ASSIGN_OR_RETURN(bool row, st->Step());
     if (!row) break;
     DeviceInfo d;
-    d.backend = st->Text(0);
-    d.uuid = st->Text(1);
-    d.name = st->Text(2);
-    d.memory_bytes = static_cast<uint64_t>(st->Int(3));
-    TR_ASSIGN_OR_RETURN(d.attributes, ParseAttributes(st->Text(4)));
-    d.library_version = st->Text(5);
+    TR_ASSIGN_OR_RETURN(int next, ReadRow(*st, cols, 0, d));
+    (void)next;
     out.push_back(std::move(d));
   }
   return out;

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/problem.h"
 #include "core/status.h"
-#include "tuner/backend.h"
-#include "tuner/tuner.h"
+#include "core/tune_result.h"
 
 struct sqlite3;
 

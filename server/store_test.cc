@@ -122,10 +122,10 @@ TuneResult MakeResult(const DeviceInfo& device, const Problem& problem, const st
     if (i % 3 == 2) {
       c.measurement.valid = false;
       c.measurement.error = "check failed: first mismatch at index " + std::to_string(i * 7);
-      c.phase = "check";
+      c.phase = Phase::kCheck;
     } else {
       c.measurement = MakeMeasurement(1.25e-4 * (1 + i), 5 + i, R"({"timer":"cuda_event"})");
-      c.phase = i == 0 ? "final" : "quick";
+      c.phase = i == 0 ? Phase::kFinal : Phase::kQuick;
     }
     r.candidates.push_back(c);
   }

@@ -2,7 +2,8 @@
 //
 // The tuner (tuner.h) owns the search, ranking and bookkeeping; a Backend owns only how to run
 // things on its device: describe it, list the candidate configurations valid for a problem, and
-// open a Session that holds one problem's buffers, reference output and timers.
+// open a Session that holds one problem's buffers, reference output and timers. The types that
+// cross boundaries (DeviceInfo, Candidate, Measurement, MeasureOptions) live in core/.
 //
 // Thread-safety: a Backend's const methods may be called from any thread. A Session is used by
 // one thread at a time, and at most one Session per device measures at a time (the daemon's
@@ -11,62 +12,16 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <string>
 #include <vector>
 
+#include "core/device.h"
+#include "core/measurement.h"
 #include "core/problem.h"
 #include "core/status.h"
+#include "core/tune_result.h"
 
 namespace transposed {
-
-// The identity of a device. Everything here except `index` is part of the cache key root.
-struct DeviceInfo {
-  std::string backend;  // "cpu" or "cuda"
-  int index = 0;        // position in the daemon's device list
-  std::string uuid;     // GPU UUID ("GPU-...") or a stable id for a CPU
-  std::string name;     // "NVIDIA H100 80GB HBM3", "AMD EPYC 7B13"...
-  uint64_t memory_bytes = 0;
-  // Compute capability, SM count, L2 bytes, driver and runtime versions; or cores and cache
-  // sizes for a CPU. Keys are short snake_case words.
-  std::map<std::string, std::string> attributes;
-  std::string library_version;  // kernel library version (core/version.h)
-
-  // Stable 16-hex-digit hash of all identity fields (not `index`).
-  std::string Fingerprint() const;
-};
-
-// A candidate configuration as the tuner sees it: the backend's stable name and its parameters.
-// Name and parameters must round-trip through the backend's own config type.
-struct Candidate {
-  std::string name;                        // e.g. "tile32x32.rows8.vec16.pad1"
-  std::map<std::string, int64_t> params;   // e.g. {"tile_rows":32, "tile_cols":32, ...}
-};
-
-struct MeasureOptions {
-  int warmup = 2;            // untimed runs first
-  int min_samples = 5;       // timed runs: at least this many...
-  double min_seconds = 0.01; // ...and at least this much timed time in total
-  int max_samples = 10000;   // hard cap
-};
-
-// Timing of one candidate (or of the copy ceiling). Times in seconds.
-struct Measurement {
-  bool valid = false;
-  std::string error;       // why not valid (check failed, launch failed, worker died...)
-  double median_s = 0;
-  double min_s = 0;
-  double max_s = 0;
-  int samples = 0;
-  int warmup = 0;
-  std::string method;      // JSON object: timer, buffers rotated, working set, clocks...
-
-  double rel_spread() const { return median_s > 0 ? (max_s - min_s) / median_s : 0; }
-  // Fills median/min/max/samples from raw samples; valid = !samples.empty().
-  static Measurement FromSamples(std::vector<double> samples_s, int warmup, std::string method);
-  static Measurement Invalid(std::string error);
-};
 
 // One problem prepared on one device: input buffers filled with random data, a reference output.
 class Session {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/hash.h"
 #include "core/version.h"
 
 namespace transposed {
@@ -154,26 +155,6 @@ void FillRandom(Byte* p, int64_t n, uint64_t seed) {
     std::memcpy(p + i, &v, static_cast<size_t>(n - i));
   }
 }
-
-class Fnv1a64 {
- public:
-  void Add(std::string_view s) {
-    for (unsigned char c : s) Step(c);
-    Step(0xff);
-  }
-  std::string Hex() const {
-    char buf[17];
-    std::snprintf(buf, sizeof(buf), "%016" PRIx64, h_);
-    return buf;
-  }
-
- private:
-  void Step(unsigned char c) {
-    h_ ^= c;
-    h_ *= 0x100000001b3ULL;
-  }
-  uint64_t h_ = 0xcbf29ce484222325ULL;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Kernels. Elements are moved with fixed-size memcpy (compiled to plain moves), so any element
@@ -674,13 +655,10 @@ Status CompareOutput(const Problem& p, const unsigned char* expected, const unsi
   int64_t mismatched = 0;
   for (int64_t k = off; k < n; ++k) mismatched += expected[k] != actual[k] ? 1 : 0;
   const int64_t es = p.elem_size();
-  const int64_t e = off / es;
-  const int64_t per_mat = p.cols * p.out_ld();
-  const int64_t b = e / per_mat;
-  const int64_t out_row = (e % per_mat) / p.out_ld();
-  const int64_t out_col = (e % per_mat) % p.out_ld();
+  const OutputByte at = LocateOutputByte(p, off);
+  const int64_t e = at.element, b = at.batch, out_row = at.out_row, out_col = at.out_col;
   std::ostringstream msg;
-  if (out_col >= p.rows) {
+  if (at.in_gap) {
     msg << "wrote into the output's ld gap at byte offset " << off << " (batch " << b
         << ", output row " << out_row << ", column " << out_col << " >= rows " << p.rows << ")";
   } else {

@@ -122,16 +122,16 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
     if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
     // The first candidate always runs, so that any budget yields a result.
     if (i > 0 && SecondsSince(start) >= options.budget_seconds) {
-      r.phase = "skipped";
+      r.phase = Phase::kSkipped;
       r.measurement = Measurement::Invalid("time budget exhausted");
     } else {
       ++result.tried;
       Status check = session->Check(r.candidate);
       if (!check.ok()) {
-        r.phase = "check";
+        r.phase = Phase::kCheck;
         r.measurement = Measurement::Invalid(check.ToString());
       } else {
-        r.phase = "quick";
+        r.phase = Phase::kQuick;
         StatusOr<Measurement> m = session->Measure(r.candidate, options.quick);
         if (!m.ok()) {
           r.measurement = Measurement::Invalid(m.status().ToString());
@@ -189,7 +189,7 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
   int best = -1;
   for (int s = 0; s < slots - 1; ++s) {
     CandidateResult& r = result.candidates[finalists[s]];
-    r.phase = "final";
+    r.phase = Phase::kFinal;
     r.measurement = acc[s].Combine();
     if (progress) progress(r, finalists[s] + 1, total);
     if (r.measurement.valid &&

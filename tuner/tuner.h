@@ -17,6 +17,7 @@
 
 #include "core/problem.h"
 #include "core/status.h"
+#include "core/tune_result.h"
 #include "tuner/backend.h"
 
 namespace transposed {
@@ -28,28 +29,6 @@ struct TuneOptions {
   MeasureOptions final{3, 15, 0.03, 2000};   // side-by-side re-measure of the leaders
   int finalists = 4;              // how many leaders the final pass re-measures
   double finalist_margin = 0.15;  // ...plus any within this fraction of the quick-pass best
-};
-
-struct CandidateResult {
-  Candidate candidate;
-  Measurement measurement;
-  std::string phase;  // "check" (failed its check), "quick", "final", "skipped"
-};
-
-struct TuneResult {
-  Problem problem;
-  DeviceInfo device;
-  Candidate best;
-  Measurement best_measurement;
-  Measurement ceiling;
-  std::vector<CandidateResult> candidates;  // every candidate's last result
-  int tried = 0;
-  int valid = 0;
-  double tune_seconds = 0;
-  int64_t tuned_at_unix_ms = 0;
-
-  double gbps() const { return EffectiveGBps(problem.bytes(), best_measurement.median_s); }
-  double ceiling_gbps() const { return EffectiveGBps(problem.bytes(), ceiling.median_s); }
 };
 
 // Called once per candidate result as it completes: (result, 1-based index, quick-pass total).

@@ -86,7 +86,7 @@ TEST(TunerTest, FailedCheckNeverWinsEvenIfFastest) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->best.name, "ok");
   const CandidateResult& broken = ResultOf(*r, "broken");
-  EXPECT_EQ(broken.phase, "check");
+  EXPECT_EQ(broken.phase, Phase::kCheck);
   EXPECT_FALSE(broken.measurement.valid);
   EXPECT_NE(broken.measurement.error.find("mismatch at batch 0, row 1, col 2"), std::string::npos);
   EXPECT_EQ(backend.measure_calls("broken"), 0);
@@ -102,7 +102,7 @@ TEST(TunerTest, MeasureErrorMakesTheCandidateInvalid) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->best.name, "good");
   const CandidateResult& res = ResultOf(*r, "bad");
-  EXPECT_EQ(res.phase, "quick");
+  EXPECT_EQ(res.phase, Phase::kQuick);
   EXPECT_FALSE(res.measurement.valid);
   EXPECT_NE(res.measurement.error.find("launch failed"), std::string::npos);
 }
@@ -139,10 +139,10 @@ TEST(TunerTest, BudgetExhaustionMarksTheRestSkipped) {
   for (int i = 0; i < 6; ++i) {
     const CandidateResult& c = r->candidates[i];
     if (i < r->tried) {
-      EXPECT_NE(c.phase, "skipped") << i;
+      EXPECT_NE(c.phase, Phase::kSkipped) << i;
       EXPECT_TRUE(c.measurement.valid) << i;
     } else {
-      EXPECT_EQ(c.phase, "skipped") << i;
+      EXPECT_EQ(c.phase, Phase::kSkipped) << i;
       EXPECT_FALSE(c.measurement.valid);
       EXPECT_EQ(c.measurement.error, "time budget exhausted");
       EXPECT_EQ(backend.check_calls(c.candidate.name), 0);
@@ -183,7 +183,8 @@ TEST(TunerTest, ProgressOncePerCandidateInTheQuickPass) {
   FakeBackend backend({Timed("a", {3e-3}), FailsCheck("b", 1e-3), Timed("c", {2e-3}),
                        Timed("d", {4e-3}), Timed("e", {5e-3})});
   struct Call {
-    std::string name, phase;
+    std::string name;
+    Phase phase;
     int index, total;
   };
   std::vector<Call> calls;
@@ -202,10 +203,10 @@ TEST(TunerTest, ProgressOncePerCandidateInTheQuickPass) {
     EXPECT_EQ(calls[i].name, names[i]);
     EXPECT_EQ(calls[i].index, i + 1);
     EXPECT_EQ(calls[i].total, 5);
-    EXPECT_EQ(calls[i].phase, i == 1 ? "check" : "quick");
+    EXPECT_EQ(calls[i].phase, i == 1 ? Phase::kCheck : Phase::kQuick);
   }
   EXPECT_EQ(calls[5].name, "c");
-  EXPECT_EQ(calls[5].phase, "final");
+  EXPECT_EQ(calls[5].phase, Phase::kFinal);
   EXPECT_EQ(calls[5].index, 3);
   EXPECT_EQ(calls[5].total, 5);
 }
@@ -219,11 +220,11 @@ TEST(TunerTest, FinalistsAreTheTopNPlusThoseWithinTheMargin) {
   StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), opt);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   for (const char* n : {"a", "b", "c"}) {
-    EXPECT_EQ(ResultOf(*r, n).phase, "final") << n;
+    EXPECT_EQ(ResultOf(*r, n).phase, Phase::kFinal) << n;
     EXPECT_GT(backend.measure_calls(n), 1) << n;
   }
   for (const char* n : {"d", "e"}) {
-    EXPECT_EQ(ResultOf(*r, n).phase, "quick") << n;
+    EXPECT_EQ(ResultOf(*r, n).phase, Phase::kQuick) << n;
     EXPECT_EQ(backend.measure_calls(n), 1) << n;
   }
 
@@ -236,7 +237,7 @@ TEST(TunerTest, FinalistsAreTheTopNPlusThoseWithinTheMargin) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::set<std::string> finals;
   for (const CandidateResult& c : r->candidates)
-    if (c.phase == "final") finals.insert(c.candidate.name);
+    if (c.phase == Phase::kFinal) finals.insert(c.candidate.name);
   EXPECT_EQ(finals, (std::set<std::string>{"a", "b"}));
 }
 
@@ -295,10 +296,10 @@ TEST(TunerTest, ExhaustiveRemeasuresEveryValidCandidate) {
   StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), opt);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   for (const char* n : {"a", "b", "c", "d"}) {
-    EXPECT_EQ(ResultOf(*r, n).phase, "final") << n;
+    EXPECT_EQ(ResultOf(*r, n).phase, Phase::kFinal) << n;
     EXPECT_GT(backend.measure_calls(n), 1) << n;
   }
-  EXPECT_EQ(ResultOf(*r, "x").phase, "check");
+  EXPECT_EQ(ResultOf(*r, "x").phase, Phase::kCheck);
   EXPECT_EQ(backend.measure_calls("x"), 0);
   EXPECT_EQ(r->best.name, "a");
 }
@@ -313,7 +314,7 @@ TEST(TunerTest, FinalistFailingItsRemeasureCannotWin) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->best.name, "b");
   const CandidateResult& ra = ResultOf(*r, "a");
-  EXPECT_EQ(ra.phase, "final");
+  EXPECT_EQ(ra.phase, Phase::kFinal);
   EXPECT_FALSE(ra.measurement.valid);
   EXPECT_NE(ra.measurement.error.find("worker died"), std::string::npos);
   EXPECT_EQ(r->valid, 1);
@@ -356,13 +357,13 @@ TEST(TunerTest, RealCpuBackendTunesASmallProblemQuickly) {
   EXPECT_TRUE(r->ceiling.valid);
   EXPECT_GT(r->ceiling_gbps(), 0);
   EXPECT_EQ(r->device.backend, "cpu");
-  EXPECT_EQ(ResultOf(*r, "cpu.test.skiplast").phase, "check");
-  EXPECT_EQ(ResultOf(*r, "cpu.test.gapwrite").phase, "check");
+  EXPECT_EQ(ResultOf(*r, "cpu.test.skiplast").phase, Phase::kCheck);
+  EXPECT_EQ(ResultOf(*r, "cpu.test.gapwrite").phase, Phase::kCheck);
   EXPECT_EQ(r->tried, static_cast<int>(backend.Candidates(p).size()));
   EXPECT_EQ(r->valid, r->tried - 2);
   for (const CandidateResult& c : r->candidates)
     EXPECT_TRUE(c.measurement.valid || c.candidate.name.find("test") != std::string::npos)
-        << c.candidate.name << " (" << c.phase << "): " << c.measurement.error;
+        << c.candidate.name << " (" << PhaseName(c.phase) << "): " << c.measurement.error;
 }
 
 }  // namespace

@@ -296,7 +296,7 @@ TEST_F(FakeWorkerTest, TuneSurvivesAFatalCandidateAndTheWorkerIsRestarted) {
     if (c.candidate.name != kFaultCandidateName) continue;
     saw_fault = true;
     EXPECT_FALSE(c.measurement.valid);
-    EXPECT_EQ(c.phase, "check");
+    EXPECT_EQ(c.phase, Phase::kCheck);
     EXPECT_NE(c.measurement.error.find("worker died"), std::string::npos) << c.measurement.error;
     EXPECT_NE(c.measurement.error.find("IllegalAddress"), std::string::npos);
     EXPECT_NE(c.measurement.error.find("exit code 3"), std::string::npos);

@@ -1,8 +1,13 @@
-#include "tuner/backend.h"
+#include "core/device.h"
+#include "core/hash.h"
+#include "core/measurement.h"
+#include "core/tune_result.h"
 
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdio>
+#include <string_view>
 #include <set>
 
 namespace transposed {
@@ -94,6 +99,50 @@ TEST(MeasurementTest, Invalid) {
   EXPECT_FALSE(m.valid);
   EXPECT_EQ(m.error, "launch failed");
   EXPECT_EQ(m.samples, 0);
+}
+
+TEST(HashTest, KnownFnv1aValues) {
+  // FNV-1a 64 of "a" followed by the 0xff field separator, computed by hand from the definition.
+  uint64_t want = 0xcbf29ce484222325ULL;
+  for (unsigned char c : std::string_view("a\xff")) {
+    want ^= c;
+    want *= 0x100000001b3ULL;
+  }
+  Fnv1a64 h;
+  h.Add(std::string_view("a"));
+  EXPECT_EQ(h.value(), want);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(want));
+  EXPECT_EQ(h.Hex(), hex);
+  // Fields are separated: ("ab","c") differs from ("a","bc").
+  Fnv1a64 x, y;
+  x.Add(std::string_view("ab"));
+  x.Add(std::string_view("c"));
+  y.Add(std::string_view("a"));
+  y.Add(std::string_view("bc"));
+  EXPECT_NE(x.value(), y.value());
+}
+
+TEST(FingerprintTest, StoredValueNeverChanges) {
+  // Fingerprints are stored in databases: this value must never change.
+  EXPECT_EQ(SampleDevice().Fingerprint(), "95cac4f8b388dff0");
+}
+
+TEST(PhaseTest, NamesRoundTrip) {
+  for (Phase p : {Phase::kCheck, Phase::kQuick, Phase::kFinal, Phase::kSkipped}) {
+    auto back = ParsePhase(PhaseName(p));
+    ASSERT_TRUE(back.has_value()) << PhaseName(p);
+    EXPECT_EQ(*back, p);
+  }
+  EXPECT_EQ(PhaseName(Phase::kCheck), "check");
+  EXPECT_EQ(PhaseName(Phase::kSkipped), "skipped");
+  EXPECT_FALSE(ParsePhase("Quick").has_value());
+  EXPECT_FALSE(ParsePhase("").has_value());
+}
+
+TEST(AnswerSourceTest, Names) {
+  EXPECT_STREQ(AnswerSourceName(AnswerSource::kCache), "cache");
+  EXPECT_STREQ(AnswerSourceName(AnswerSource::kTuned), "tuned");
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+// The result of tuning one problem on one device: every candidate's result and the winner.
+//
+// Candidate, Phase, CandidateResult, TuneResult and AnswerSource are defined once here and
+// mapped once per format: proto/transposed/v1 (server/convert.cc), SQLite (server/store.cc's
+// column tables; schema in server/store_schema.md) and the worker protocol.
+// Plain value types; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/device.h"
+#include "core/measurement.h"
+#include "core/problem.h"
+
+namespace transposed {
+
+// A candidate configuration as the tuner sees it: the backend's stable name and its parameters.
+// Name and parameters must round-trip through the backend's own config type.
+struct Candidate {
+  std::string name;                        // e.g. "tile32x32.rows8.vec16.pad1"
+  std::map<std::string, int64_t> params;   // e.g. {"tile_rows":32, "tile_cols":32, ...}
+};
+
+// Where a candidate's last result comes from (tuner/tuner.h describes the search).
+enum class Phase {
+  kCheck,    // failed its bit-exact check (or could not run)
+  kQuick,    // measured in the quick pass over all candidates
+  kFinal,    // re-measured side by side with the other leaders
+  kSkipped,  // not reached within the time budget
+};
+
+// "check", "quick", "final", "skipped": the names stored and sent on the wire.
+std::string_view PhaseName(Phase p);
+std::optional<Phase> ParsePhase(std::string_view name);
+
+struct CandidateResult {
+  Candidate candidate;
+  Measurement measurement;
+  Phase phase = Phase::kQuick;
+};
+
+struct TuneResult {
+  Problem problem;
+  DeviceInfo device;
+  Candidate best;
+  Measurement best_measurement;
+  Measurement ceiling;
+  std::vector<CandidateResult> candidates;  // every candidate's last result
+  int tried = 0;
+  int valid = 0;
+  double tune_seconds = 0;
+  int64_t tuned_at_unix_ms = 0;
+
+  double gbps() const { return EffectiveGBps(problem.bytes(), best_measurement.median_s); }
+  double ceiling_gbps() const { return EffectiveGBps(problem.bytes(), ceiling.median_s); }
+};
+
+// How an answer was produced: read from the store, or tuned by this request (or the tune it
+// joined).
+enum class AnswerSource { kCache, kTuned };
+const char* AnswerSourceName(AnswerSource s);  // "cache" / "tuned"
+
+}  // namespace transposed
