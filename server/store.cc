@@ -672,7 +672,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 }
 
 Status Store::UpsertDevice(const DeviceInfo& device) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return UpsertDeviceLocked(db_, device, NowUnixMs());
 }
 
@@ -683,8 +683,8 @@ Status Store::SaveTune(const TuneResult& r) {
   }
   const std::string fingerprint = r.device.Fingerprint();
   const std::string key = r.problem.Key();
-  std::lock_guard<std::mutex> lock(mu_);
-  return InTransaction(db_, [&]() -> Status {
+  MutexLock lock(&mu_);
+  return InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
     TR_RETURN_IF_ERROR(UpsertDeviceLocked(db_, r.device, NowUnixMs()));
     {
       TR_ASSIGN_OR_RETURN(auto del, Stmt::Prepare(db_, R"sql(
@@ -714,7 +714,7 @@ DELETE FROM entries WHERE device_fingerprint = ?1 AND problem_key = ?2
 
 StatusOr<std::optional<TuneResult>> Store::Lookup(const std::string& device_fingerprint,
                                                   const Problem& problem, bool include_candidates) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   TR_ASSIGN_OR_RETURN(
       auto st, Stmt::Prepare(db_, EntrySelect() +
                                       " WHERE e.device_fingerprint = ?1 AND e.problem_key = ?2"));
@@ -734,7 +734,7 @@ StatusOr<std::vector<TuneResult>> Store::List(const StoreFilter& filter, bool in
   std::string sql = EntrySelect() + where.sql +
                     " ORDER BY e.tuned_at_unix_ms DESC, e.id DESC";
   if (limit > 0) sql += " LIMIT ?";
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, sql));
   TR_RETURN_IF_ERROR(where.BindAll(*st));
   if (limit > 0) TR_RETURN_IF_ERROR(st->Bind(static_cast<int>(where.binds.size()) + 1, limit));
@@ -761,9 +761,9 @@ StatusOr<int64_t> Store::Delete(const StoreFilter& filter) {
       "DELETE FROM entries WHERE id IN (SELECT e.id FROM entries e JOIN devices d "
       "ON d.fingerprint = e.device_fingerprint" +
       where.sql + ")";
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   int64_t deleted = 0;
-  TR_RETURN_IF_ERROR(InTransaction(db_, [&]() -> Status {
+  TR_RETURN_IF_ERROR(InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
     TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, sql));
     TR_RETURN_IF_ERROR(where.BindAll(*st));
     TR_RETURN_IF_ERROR(st->Run());
@@ -775,7 +775,7 @@ StatusOr<int64_t> Store::Delete(const StoreFilter& filter) {
 
 StatusOr<std::vector<DeviceInfo>> Store::Devices() {
   const auto& cols = DeviceColumns();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, "SELECT " + ColumnList(cols, false) +
                                                       " FROM devices ORDER BY first_seen_unix_ms, "
                                                       "fingerprint"));

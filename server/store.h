@@ -18,7 +18,9 @@
 
 #include "core/device.h"
 #include "core/problem.h"
+#include "core/mutex.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "core/tune_result.h"
 
 struct sqlite3;
@@ -65,8 +67,8 @@ class Store {
 
  private:
   explicit Store(sqlite3* db);
-  std::mutex mu_;
-  sqlite3* db_;
+  Mutex mu_;
+  sqlite3* const db_ GUARDED_BY(mu_);  // the pointer is set once; every use holds mu_
 };
 
 }  // namespace transposed
