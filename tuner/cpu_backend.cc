@@ -1060,16 +1060,22 @@ std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
   const int all = parallel ? max_threads_ : 1;
   const cpu_simd::Isa best = isas_.back();
 
-  // SIMD: the best level in every blocking, on all threads; streaming stores where the output
-  // rows allow them and the output exceeds the last-level cache; one single-threaded and, where
-  // the CPU has a wider level, one base-level candidate for comparison.
+  // SIMD: the best level in every blocking smaller than the matrix, on all threads; streaming
+  // stores where the output rows allow them and the output exceeds the last-level cache; for
+  // parallel problems one single-threaded and (where the CPU has a wider level) one base-level
+  // candidate for comparison.
   CpuConfig c;
   c.kind = CpuConfig::Kind::kSimd;
   c.isa = static_cast<int>(best);
   c.threads = all;
   const bool nt = valid && (p.out_ld() * p.elem_size()) % 64 == 0 &&
                   p.out_alloc_bytes() > llc_bytes_;
+  const int64_t micro = valid ? cpu_simd::MicroEdge(best, p.elem_size()) : 1;
+  int64_t covered = 0;  // the previous block's edge in elements
   for (int block : kSimdBlocks) {
+    // A block as large as the matrix walks it like the previous one: skip the duplicate.
+    if (valid && covered >= std::max(p.rows, p.cols)) break;
+    covered = micro * block;
     c.block = block;
     c.nt = false;
     out.push_back(c.ToCandidate());
@@ -1085,7 +1091,7 @@ std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
     out.push_back(c.ToCandidate());
     c.threads = all;
   }
-  if (best != cpu_simd::Isa::kBase) {
+  if (parallel && best != cpu_simd::Isa::kBase) {
     c.isa = static_cast<int>(cpu_simd::Isa::kBase);
     out.push_back(c.ToCandidate());
   }
