@@ -160,27 +160,55 @@ inline void StreamLine(Byte* dst, const Byte* src) {
 #endif
 }
 
-// One M x M micro-tile (64 x 64 bytes). Plain: register blocks store straight to the output,
-// output-row block by output-row block, so each line is completed by consecutive blocks.
-// Streaming: each output-row block is assembled in an aligned staging tile (L1) and then written
-// as whole lines with non-temporal stores.
+// Lines ahead (in the row direction) whose input the micro-tile prefetches: the next micro-tiles
+// of a row band read the following line of each of the same M rows, more streams than the
+// hardware prefetchers track.
+constexpr int kPrefetchLines = 2;
+
+// One M x M micro-tile (64 x 64 bytes). When one register block covers it (K == M) the block
+// loads the M input lines and stores the M output lines directly (each touched once). Otherwise
+// the tile's input lines are first copied whole into an aligned L1 tile, so that each input line
+// is read once however its rows alias in the cache (rows 4 KiB apart share one L1 set), and the
+// blocks assemble each output-row block in an aligned staging tile that is then written as whole
+// lines. Streaming stores always go through the staging tile.
 template <int E>
 inline void Micro(const Byte* in, int64_t ldi_b, Byte* out, int64_t ldo_b, bool nt) {
   constexpr int K = kBlock<E>;
   constexpr int M = kMicro<E>;
   constexpr int NB = M / K;
   static_assert(M * E == kLineBytes, "a micro-tile row is one cache line");
+  for (int r = 0; r < M; ++r) __builtin_prefetch(in + r * ldi_b + kPrefetchLines * kLineBytes);
+  // Plain stores read each output line for ownership: ask for the lines of the micro-tile
+  // kPrefetchLines ahead (its M output rows start kPrefetchLines * M rows further on).
   if (!nt) {
-    for (int bj = 0; bj < NB; ++bj)
-      for (int bi = 0; bi < NB; ++bi)
-        Block<E>(in + bi * K * ldi_b + bj * K * E, ldi_b, out + bj * K * ldo_b + bi * K * E, ldo_b);
-    return;
+    for (int r = 0; r < M; ++r)
+      __builtin_prefetch(out + (kPrefetchLines * M + r) * ldo_b, 1);
+  }
+  if constexpr (NB == 1) {
+    if (!nt) {
+      Block<E>(in, ldi_b, out, ldo_b);
+      return;
+    }
+  }
+  const Byte* src = in;
+  int64_t src_ld = ldi_b;
+  alignas(64) Byte tile_in[NB > 1 ? M * kLineBytes : kLineBytes];
+  if constexpr (NB > 1) {
+    for (int r = 0; r < M; ++r)
+      __builtin_memcpy(tile_in + r * kLineBytes, in + r * ldi_b, kLineBytes);
+    src = tile_in;
+    src_ld = kLineBytes;
   }
   alignas(64) Byte stage[K * kLineBytes];
   for (int bj = 0; bj < NB; ++bj) {
     for (int bi = 0; bi < NB; ++bi)
-      Block<E>(in + bi * K * ldi_b + bj * K * E, ldi_b, stage + bi * K * E, kLineBytes);
-    for (int k = 0; k < K; ++k) StreamLine(out + (bj * K + k) * ldo_b, stage + k * kLineBytes);
+      Block<E>(src + bi * K * src_ld + bj * K * E, src_ld, stage + bi * K * E, kLineBytes);
+    if (nt) {
+      for (int k = 0; k < K; ++k) StreamLine(out + (bj * K + k) * ldo_b, stage + k * kLineBytes);
+    } else {
+      for (int k = 0; k < K; ++k)
+        __builtin_memcpy(out + (bj * K + k) * ldo_b, stage + k * kLineBytes, kLineBytes);
+    }
   }
 }
 
