@@ -158,6 +158,7 @@ Json AnswerToJson(const v1::Answer& a) {
   j["ceiling_gbps"] = a.ceiling_gbps();
   j["ratio"] = a.ratio();
   j["rel_spread"] = a.rel_spread();
+  j["noisy"] = a.noisy();
   j["source"] = SourceName(a.source());
   j["device"] = DeviceToJson(a.device());
   j["problem"] = ProblemToJson(a.problem());
@@ -219,7 +220,7 @@ std::string AnswerToText(const v1::Answer& a) {
       {"bandwidth", Printf("%.1f GB/s", a.gbps())},
       {"ceiling", Printf("%.1f GB/s (copy)", a.ceiling_gbps())},
       {"ratio", Printf("%.3f", a.ratio())},
-      {"rel_spread", Printf("%.4f", a.rel_spread())},
+      {"rel_spread", Printf("%.4f%s", a.rel_spread(), a.noisy() ? " (noisy: approximate)" : "")},
       {"source", SourceName(a.source())},
       {"device", Printf("%d %s (%s, %s)", a.device().index(), a.device().name().c_str(),
                         a.device().backend().c_str(), a.device().uuid().c_str())},

@@ -92,6 +92,7 @@ pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source) {
   out.set_ceiling_gbps(ceiling);
   out.set_ratio(ceiling > 0 ? gbps / ceiling : 0);
   out.set_rel_spread(r.best_measurement.rel_spread());
+  out.set_noisy(r.best_measurement.rel_spread() > kMaxTrustedRelSpread);
   *out.mutable_measurement() = MeasurementToProto(r.best_measurement, bytes);
   *out.mutable_ceiling() = MeasurementToProto(r.ceiling, bytes);
   out.set_source(SourceToProto(source));

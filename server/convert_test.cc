@@ -200,6 +200,13 @@ TEST(ConvertTest, AnswerToProto) {
   EXPECT_DOUBLE_EQ(a.ratio(), r.gbps() / r.ceiling_gbps());
   EXPECT_NEAR(a.ratio(), 0.8, 1e-12);  // 4 ms ceiling vs 5 ms winner
   EXPECT_DOUBLE_EQ(a.rel_spread(), r.best_measurement.rel_spread());
+  EXPECT_TRUE(a.noisy());  // spread 0.4 > kMaxTrustedRelSpread
+  {
+    TuneResult calm = r;
+    calm.best_measurement.max_s = 0.0052;
+    calm.best_measurement.min_s = 0.0049;
+    EXPECT_FALSE(AnswerToProto(calm, AnswerSource::kTuned).noisy());
+  }
   EXPECT_DOUBLE_EQ(a.measurement().median_s(), 0.005);
   EXPECT_DOUBLE_EQ(a.ceiling().median_s(), 0.004);
   EXPECT_EQ(a.tuned_at_unix_ms(), 1700000000123);

@@ -1,5 +1,9 @@
 #include "tuner/cpu_backend.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -23,6 +27,7 @@
 
 #include "core/hash.h"
 #include "core/version.h"
+#include "tuner/cpu_simd.h"
 
 namespace transposed {
 
@@ -40,10 +45,28 @@ struct ThreadPool::State {
   int pending = 0;  // of those, how many have not finished yet
   uint64_t generation = 0;
   bool stop = false;
+  std::atomic<int64_t> preemptions{0};  // workers' involuntary context switches during shares
 };
 
-ThreadPool::ThreadPool(int max_threads)
-    : max_threads_(std::max(1, max_threads)), state_(std::make_unique<State>()) {}
+namespace {
+
+// Involuntary context switches of the calling thread so far.
+int64_t ThreadPreemptions() {
+  struct rusage u;
+  if (getrusage(RUSAGE_THREAD, &u) != 0) return 0;
+  return u.ru_nivcsw;
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int max_threads, std::vector<int> cpus)
+    : max_threads_(std::max(1, max_threads)),
+      cpus_(std::move(cpus)),
+      state_(std::make_unique<State>()) {}
+
+int64_t ThreadPool::worker_preemptions() const {
+  return state_->preemptions.load(std::memory_order_relaxed);
+}
 
 ThreadPool::~ThreadPool() {
   {
@@ -89,6 +112,13 @@ void ThreadPool::Run(int n, const std::function<void(int)>& fn) {
 
 void ThreadPool::Worker(int id, uint64_t seen) {
   State& s = *state_;
+  if (!cpus_.empty()) {
+    // Placement: one CPU of the process's affinity mask per worker (best effort).
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus_[static_cast<size_t>(id) % cpus_.size()], &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
   std::unique_lock<std::mutex> lock(s.mu);
   for (;;) {
     s.work_cv.wait(lock, [&] { return s.stop || s.generation != seen; });
@@ -97,7 +127,9 @@ void ThreadPool::Worker(int id, uint64_t seen) {
     if (id > s.active) continue;
     const std::function<void(int)>* fn = s.fn;
     lock.unlock();
+    const int64_t before = ThreadPreemptions();
     (*fn)(id);
+    s.preemptions.fetch_add(ThreadPreemptions() - before, std::memory_order_relaxed);
     lock.lock();
     if (--s.pending == 0) s.done_cv.notify_one();
   }
@@ -109,6 +141,11 @@ using Clock = std::chrono::steady_clock;
 using Byte = unsigned char;
 
 constexpr int kTiles[] = {8, 16, 32, 64, 128};
+// L2 blocks of the SIMD candidates, in micro-tiles (64 x 64 bytes each): 1 (none), 4, 16.
+constexpr int kSimdBlocks[] = {1, 4, 16};
+// Warm-up runs stop after this much time (but at least one runs): a large problem's first run
+// already faults in the pages and wakes the workers.
+constexpr double kWarmupSeconds = 0.005;
 constexpr int64_t kAlign = 64;
 constexpr int64_t kDefaultLlcBytes = 32 << 20;
 
@@ -122,10 +159,20 @@ struct FreeDeleter {
 };
 using Buffer = std::unique_ptr<Byte, FreeDeleter>;
 
-// nullptr on failure (never throws).
+constexpr int64_t kHugePage = 2 << 20;
+
+// nullptr on failure (never throws). Buffers of a huge page or more are huge-page aligned and
+// advised to use transparent huge pages (as a tensor library's allocator would), so that large
+// strided transposes are not dominated by TLB misses of 4 KiB pages.
 Buffer AllocateAligned(int64_t bytes) {
   const int64_t n = RoundUp(std::max<int64_t>(bytes, 1), kAlign);
-  return Buffer(static_cast<Byte*>(std::aligned_alloc(kAlign, static_cast<size_t>(n))));
+  if (n < kHugePage) return Buffer(static_cast<Byte*>(std::aligned_alloc(kAlign, static_cast<size_t>(n))));
+  const int64_t h = RoundUp(n, kHugePage);
+  Buffer b(static_cast<Byte*>(std::aligned_alloc(kHugePage, static_cast<size_t>(h))));
+#ifdef MADV_HUGEPAGE
+  if (b) madvise(b.get(), static_cast<size_t>(h), MADV_HUGEPAGE);
+#endif
+  return b;
 }
 
 uint64_t SplitMix64(uint64_t& state) {
@@ -247,6 +294,67 @@ Status Tiled(const Layout& L, int threads, const Byte* in, Byte* out, ThreadPool
   return Status::OK();
 }
 
+// SIMD candidates: the batch's matrices are cut into L2 blocks of (block x M)^2 elements (M: the
+// micro-tile edge), numbered batch-major, then by block row and block column; each thread takes a
+// contiguous range of them, and the level's kernel transposes each block micro-tile by
+// micro-tile.
+Status RunSimd(const CpuConfig& c, const Layout& L, int elem, const Byte* in, Byte* out,
+               ThreadPool* pool) {
+  const auto isa = static_cast<cpu_simd::Isa>(c.isa);
+  if (!cpu_simd::IsaSupported(isa))
+    return Status::InvalidArgument(std::string("cpu: this CPU cannot run ") +
+                                   cpu_simd::IsaName(isa) + " code");
+  const cpu_simd::RectFn rect = cpu_simd::RectKernel(isa);
+  const int64_t edge = int64_t{cpu_simd::MicroEdge(isa, elem)} * c.block;
+  const int64_t block_rows = (L.rows + edge - 1) / edge;
+  const int64_t block_cols = (L.cols + edge - 1) / edge;
+  const int64_t per_mat = block_rows * block_cols;
+  const int64_t total = L.batch * per_mat;
+  const bool nt = c.nt && cpu_simd::NtAligned(out, L.ldo, elem);
+  auto range = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / per_mat;
+      const int64_t r = t % per_mat;
+      const int64_t i0 = (r / block_cols) * edge;
+      const int64_t j0 = (r % block_cols) * edge;
+      const cpu_simd::Mat m{in + b * L.in_mat * elem, out + b * L.out_mat * elem, L.ldi, L.ldo,
+                            elem};
+      rect(m, i0, std::min(L.rows, i0 + edge), j0, std::min(L.cols, j0 + edge), nt);
+    }
+    if (nt) cpu_simd::FinishStreaming();
+  };
+  if (c.threads <= 1) {
+    range(0, total);
+    return Status::OK();
+  }
+  if (pool == nullptr || pool->max_threads() < c.threads)
+    return Status::InvalidArgument("cpu: " + std::to_string(c.threads) +
+                                   " threads exceed the backend's thread pool");
+  const int64_t chunk = total / c.threads;
+  const int64_t extra = total % c.threads;
+  pool->Run(c.threads, [&](int t) {
+    const int64_t begin = t * chunk + std::min<int64_t>(t, extra);
+    range(begin, begin + chunk + (t < extra ? 1 : 0));
+  });
+  return Status::OK();
+}
+
+// The reference: plain element moves in 32 x 32 blocks (the blocking only orders the loops, so
+// that checking a large problem does not take seconds).
+template <int E>
+void ReferenceTyped(const Layout& L, const Byte* in, Byte* out) {
+  constexpr int64_t kB = 32;
+  for (int64_t b = 0; b < L.batch; ++b) {
+    const Byte* ib = in + b * L.in_mat * E;
+    Byte* ob = out + b * L.out_mat * E;
+    for (int64_t i0 = 0; i0 < L.rows; i0 += kB)
+      for (int64_t j0 = 0; j0 < L.cols; j0 += kB)
+        for (int64_t i = i0; i < std::min(L.rows, i0 + kB); ++i)
+          for (int64_t j = j0; j < std::min(L.cols, j0 + kB); ++j)
+            Move<E>(ob + (j * L.ldo + i) * E, ib + (i * L.ldi + j) * E);
+  }
+}
+
 template <int E>
 Status RunTyped(const CpuConfig& c, const Layout& L, const Byte* in, Byte* out, ThreadPool* pool) {
   using Kind = CpuConfig::Kind;
@@ -273,6 +381,8 @@ Status RunTyped(const CpuConfig& c, const Layout& L, const Byte* in, Byte* out, 
         for (int k = 0; k < E; ++k) out[L.rows * E + k] = static_cast<Byte>(~out[L.rows * E + k]);
       return Status::OK();
     }
+    case Kind::kSimd:
+      return RunSimd(c, L, E, in, out, pool);
     case Kind::kTiled:
       switch (c.tile) {
         case 8:
@@ -367,6 +477,70 @@ HostInfo ReadHostInfo() {
   return h;
 }
 
+// The smallest CPU quota of the cgroup `rel` (a path below `mount`) and its ancestors.
+std::optional<int> CgroupQuota(const std::string& mount, std::string rel, bool v2) {
+  std::optional<int> best;
+  for (;;) {
+    const std::string dir = mount + (rel == "/" ? "" : rel);
+    std::optional<int> q;
+    if (v2) {
+      q = cpu_internal::ParseCpuMax(ReadFirstLine(dir + "/cpu.max"));
+    } else {
+      const std::optional<int64_t> quota = ParseInt(ReadFirstLine(dir + "/cpu.cfs_quota_us"));
+      const std::optional<int64_t> period = ParseInt(ReadFirstLine(dir + "/cpu.cfs_period_us"));
+      if (quota && period && *quota > 0 && *period > 0)
+        q = static_cast<int>(std::max<int64_t>(1, *quota / *period));
+    }
+    if (q) best = best ? std::min(*best, *q) : *q;
+    if (rel.empty() || rel == "/") break;
+    const size_t slash = rel.find_last_of('/');
+    rel = slash == 0 || slash == std::string::npos ? "/" : rel.substr(0, slash);
+  }
+  return best;
+}
+
+}  // namespace
+
+UsableCpus ReadUsableCpus() {
+  UsableCpus u;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) u.cpus.push_back(c);
+  }
+  if (u.cpus.empty()) {
+    const unsigned hc = std::thread::hardware_concurrency();
+    for (unsigned c = 0; c < std::max(1u, hc); ++c) u.cpus.push_back(static_cast<int>(c));
+  }
+  std::optional<int> quota;
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (cg && std::getline(cg, line)) {
+    // "0::/path" (v2) or "4:cpu,cpuacct:/path" (v1).
+    const size_t a = line.find(':');
+    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    const std::string rel = line.substr(b + 1);
+    std::optional<int> q;
+    if (controllers.empty()) {
+      q = CgroupQuota("/sys/fs/cgroup", rel, true);
+    } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
+      q = CgroupQuota("/sys/fs/cgroup/" + controllers, rel, false);
+      if (!q) q = CgroupQuota("/sys/fs/cgroup/cpu", rel, false);
+    }
+    if (q) quota = quota ? std::min(*quota, *q) : *q;
+  }
+  u.quota = quota.value_or(0);
+  u.count = static_cast<int>(u.cpus.size());
+  if (u.quota > 0) u.count = std::min(u.count, u.quota);
+  u.count = std::max(1, u.count);
+  return u;
+}
+
+namespace {
+
 uint64_t PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
@@ -403,10 +577,10 @@ class CpuSession : public Session {
     return Status::OK();
   }
 
+  // The input keeps its random data and the reference its result for the session's lifetime;
+  // Poison() makes sure that whatever the candidate leaves behind is its own output.
   Status Check(const Candidate& c) override {
     TR_ASSIGN_OR_RETURN(const CpuConfig config, Resolve(c));
-    FillRandom(in_.get(), p_.in_alloc_bytes(), NewSeed());
-    cpu_internal::ReferenceTranspose(p_, in_.get(), ref_.get());
     Poison();
     TR_RETURN_IF_ERROR(cpu_internal::RunConfig(config, p_, in_.get(), out_.get(), pool_.get()));
     Status s = cpu_internal::CompareOutput(p_, ref_.get(), out_.get());
@@ -423,30 +597,44 @@ class CpuSession : public Session {
     });
   }
 
+  // memcpy of the same bytes, on one thread and on all: the first call times both and keeps the
+  // faster for the session's later calls (the tuner calls this once per final round).
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& opt) override {
     TR_RETURN_IF_ERROR(EnsureRotation());
     const size_t bytes = static_cast<size_t>(p_.bytes());
-    TR_ASSIGN_OR_RETURN(Measurement single, TimeLoop(opt, 1, "memcpy", [&](size_t k) {
-                          std::memcpy(outs_[k], ins_[k], bytes);
-                          return Status::OK();
-                        }));
     const int n = max_threads_;
-    if (n <= 1 || p_.bytes() < kCpuMinParallelBytes) return single;
-    ThreadPool* pool = pool_.get();
-    TR_ASSIGN_OR_RETURN(Measurement multi, TimeLoop(opt, n, "memcpy", [&](size_t k) {
-                          const Byte* src = ins_[k];
-                          Byte* dst = outs_[k];
-                          pool->Run(n, [&](int t) {
-                            // 64-byte aligned chunks; the last one takes the rest.
-                            const size_t chunk = static_cast<size_t>(
-                                RoundUp(static_cast<int64_t>(bytes / n), kAlign));
-                            const size_t begin = std::min(bytes, chunk * t);
-                            const size_t end = t == n - 1 ? bytes : std::min(bytes, begin + chunk);
-                            std::memcpy(dst + begin, src + begin, end - begin);
-                          });
-                          return Status::OK();
-                        }));
-    return multi.median_s < single.median_s ? multi : single;
+    const bool can_multi = n > 1 && p_.bytes() >= kCpuMinParallelBytes;
+    std::optional<Measurement> single, multi;
+    if (ceiling_threads_ <= 1) {
+      TR_ASSIGN_OR_RETURN(single, TimeLoop(opt, 1, "memcpy", [&](size_t k) {
+                            std::memcpy(outs_[k], ins_[k], bytes);
+                            return Status::OK();
+                          }));
+    }
+    if (can_multi && ceiling_threads_ != 1) {
+      ThreadPool* pool = pool_.get();
+      TR_ASSIGN_OR_RETURN(multi, TimeLoop(opt, n, "memcpy", [&](size_t k) {
+                            const Byte* src = ins_[k];
+                            Byte* dst = outs_[k];
+                            pool->Run(n, [&](int t) {
+                              // 64-byte aligned chunks; the last one takes the rest.
+                              const size_t chunk = static_cast<size_t>(
+                                  RoundUp(static_cast<int64_t>(bytes / n), kAlign));
+                              const size_t begin = std::min(bytes, chunk * t);
+                              const size_t end =
+                                  t == n - 1 ? bytes : std::min(bytes, begin + chunk);
+                              std::memcpy(dst + begin, src + begin, end - begin);
+                            });
+                            return Status::OK();
+                          }));
+    }
+    if (single && multi) {
+      const bool multi_wins = multi->median_s < single->median_s;
+      ceiling_threads_ = multi_wins ? n : 1;
+      return multi_wins ? *multi : *single;
+    }
+    if (!can_multi) ceiling_threads_ = 1;
+    return multi ? *multi : *single;
   }
 
  private:
@@ -508,25 +696,45 @@ class CpuSession : public Session {
     return Status::OK();
   }
 
-  // Warm-up, then timed runs (one steady_clock interval each) until both min_samples and
-  // min_seconds are reached or max_samples is, the buffer pair advancing every run.
+  // Warm-up (opt.warmup runs, but no more than kWarmupSeconds once one has run), then timed runs
+  // (one steady_clock interval each) until both min_samples and min_seconds are reached or
+  // max_samples is, the buffer pair advancing every run. A run during which the calling thread or
+  // a worker was preempted is re-taken, at most min_samples times per call; after that, disturbed
+  // runs are kept (both counts are in the method JSON).
   template <typename RunFn>
   StatusOr<Measurement> TimeLoop(const MeasureOptions& opt, int threads, const char* op,
                                  RunFn run) {
     const int max_samples = std::max(1, opt.max_samples);
     const int min_samples = std::clamp(opt.min_samples, 1, max_samples);
-    for (int w = 0; w < opt.warmup; ++w) TR_RETURN_IF_ERROR(run(NextBuffer()));
+    const Clock::time_point warm_start = Clock::now();
+    int warmup = 0;
+    for (; warmup < opt.warmup; ++warmup) {
+      if (warmup > 0 &&
+          std::chrono::duration<double>(Clock::now() - warm_start).count() >= kWarmupSeconds)
+        break;
+      TR_RETURN_IF_ERROR(run(NextBuffer()));
+    }
     std::vector<double> samples;
     samples.reserve(static_cast<size_t>(std::min(max_samples, 4096)));
     double total = 0;
+    int retaken = 0, kept_disturbed = 0;
     while (static_cast<int>(samples.size()) < max_samples &&
            (static_cast<int>(samples.size()) < min_samples || total < opt.min_seconds)) {
       const size_t k = NextBuffer();
+      const int64_t pre0 = ThreadPreemptions() + pool_->worker_preemptions();
       const Clock::time_point t0 = Clock::now();
       Status s = run(k);
       const Clock::time_point t1 = Clock::now();
+      const int64_t preempted = ThreadPreemptions() + pool_->worker_preemptions() - pre0;
       TR_RETURN_IF_ERROR(s);
       const double dt = std::chrono::duration<double>(t1 - t0).count();
+      if (preempted > 0) {
+        if (retaken < min_samples) {
+          ++retaken;
+          continue;
+        }
+        ++kept_disturbed;
+      }
       samples.push_back(dt);
       total += dt;
     }
@@ -535,8 +743,10 @@ class CpuSession : public Session {
                          ",\"working_set_bytes\":" + std::to_string(working_set_bytes_) +
                          ",\"llc_bytes\":" + std::to_string(llc_bytes_) +
                          ",\"working_set_capped\":" + (capped_ ? "true" : "false") +
-                         ",\"threads\":" + std::to_string(threads) + "}";
-    return Measurement::FromSamples(std::move(samples), std::max(0, opt.warmup), std::move(method));
+                         ",\"threads\":" + std::to_string(threads) +
+                         ",\"preempted_retaken\":" + std::to_string(retaken) +
+                         ",\"preempted_kept\":" + std::to_string(kept_disturbed) + "}";
+    return Measurement::FromSamples(std::move(samples), warmup, std::move(method));
   }
 
   size_t NextBuffer() {
@@ -558,12 +768,50 @@ class CpuSession : public Session {
   size_t next_ = 0;
   int64_t working_set_bytes_ = 0;
   bool capped_ = false;
+  int ceiling_threads_ = 0;  // 0: not chosen yet
 };
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // CpuConfig
+
+namespace {
+
+// "cpu.{isa}.b{B}.t{N}[.nt]"; nullopt if the name is not of that form.
+std::optional<CpuConfig> ParseSimdName(std::string_view name) {
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = name.find('.', start);
+    parts.push_back(name.substr(start, dot == std::string_view::npos ? dot : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() < 4 || parts.size() > 5 || parts[0] != "cpu") return std::nullopt;
+  CpuConfig c;
+  c.kind = CpuConfig::Kind::kSimd;
+  bool found = false;
+  for (cpu_simd::Isa isa : {cpu_simd::Isa::kBase, cpu_simd::Isa::kAvx2, cpu_simd::Isa::kAvx512}) {
+    if (parts[1] == cpu_simd::IsaName(isa)) {
+      c.isa = static_cast<int>(isa);
+      found = true;
+    }
+  }
+  if (!found || parts[2].size() < 2 || parts[2][0] != 'b' || parts[3].size() < 2 ||
+      parts[3][0] != 't')
+    return std::nullopt;
+  const std::optional<int64_t> block = ParseInt(parts[2].substr(1));
+  const std::optional<int64_t> threads = ParseInt(parts[3].substr(1));
+  if (!block || !threads || *block < 1 || *block > 64 || *threads < 1 || *threads > 4096)
+    return std::nullopt;
+  if (parts.size() == 5 && parts[4] != "nt") return std::nullopt;
+  c.block = static_cast<int>(*block);
+  c.threads = static_cast<int>(*threads);
+  c.nt = parts.size() == 5;
+  return c;
+}
+
+}  // namespace
 
 Candidate CpuConfig::ToCandidate() const {
   Candidate c;
@@ -579,6 +827,11 @@ Candidate CpuConfig::ToCandidate() const {
     case Kind::kTiled:
       c.name = "cpu.tile" + std::to_string(tile) + ".t" + std::to_string(threads);
       c.params = {{"tile", tile}, {"threads", threads}, {"colwrite", 0}};
+      break;
+    case Kind::kSimd:
+      c.name = std::string("cpu.") + cpu_simd::IsaName(static_cast<cpu_simd::Isa>(isa)) + ".b" +
+               std::to_string(block) + ".t" + std::to_string(threads) + (nt ? ".nt" : "");
+      c.params = {{"isa", isa}, {"block", block}, {"threads", threads}, {"nt", nt ? 1 : 0}};
       break;
     case Kind::kTestSkipLast:
       c.name = "cpu.test.skiplast";
@@ -606,6 +859,8 @@ StatusOr<CpuConfig> CpuConfig::FromCandidate(const Candidate& c) {
     config.kind = Kind::kTestSkipLast;
   } else if (name == "cpu.test.gapwrite") {
     config.kind = Kind::kTestGapWrite;
+  } else if (std::optional<CpuConfig> simd = ParseSimdName(name)) {
+    config = *simd;
   } else {
     const std::string_view prefix = "cpu.tile";
     if (name.substr(0, prefix.size()) != prefix) return unknown();
@@ -621,6 +876,7 @@ StatusOr<CpuConfig> CpuConfig::FromCandidate(const Candidate& c) {
     config.tile = static_cast<int>(*tile);
     config.threads = static_cast<int>(*threads);
   }
+  if (config.kind == Kind::kSimd && config.ToCandidate().name != c.name) return unknown();
   if (!c.params.empty() && c.params != config.ToCandidate().params)
     return Status::InvalidArgument("cpu: the params of \"" + c.name + "\" do not match its name");
   return config;
@@ -635,15 +891,15 @@ void ReferenceTranspose(const Problem& p, const unsigned char* in, unsigned char
   const Layout L(p);
   switch (p.elem_size()) {
     case 1:
-      return NaiveRows<1>(L, in, out);
+      return ReferenceTyped<1>(L, in, out);
     case 2:
-      return NaiveRows<2>(L, in, out);
+      return ReferenceTyped<2>(L, in, out);
     case 4:
-      return NaiveRows<4>(L, in, out);
+      return ReferenceTyped<4>(L, in, out);
     case 8:
-      return NaiveRows<8>(L, in, out);
+      return ReferenceTyped<8>(L, in, out);
     case 16:
-      return NaiveRows<16>(L, in, out);
+      return ReferenceTyped<16>(L, in, out);
   }
 }
 
@@ -696,6 +952,18 @@ Status RunConfig(const CpuConfig& config, const Problem& p, const unsigned char*
   return Status::InvalidArgument("cpu: unsupported element size " + std::to_string(p.elem_size()));
 }
 
+std::optional<int> ParseCpuMax(const std::string& s) {
+  const std::string t = Trim(s);
+  const size_t space = t.find(' ');
+  if (space == std::string::npos) return std::nullopt;
+  const std::string_view quota = std::string_view(t).substr(0, space);
+  const std::optional<int64_t> period = ParseInt(Trim(t.substr(space + 1)));
+  if (quota == "max" || !period || *period <= 0) return std::nullopt;
+  const std::optional<int64_t> q = ParseInt(quota);
+  if (!q || *q <= 0) return std::nullopt;
+  return static_cast<int>(std::clamp<int64_t>(*q / *period, 1, 1 << 20));
+}
+
 std::optional<int64_t> ParseCacheSize(const std::string& s) {
   std::string t = Trim(s);
   if (t.empty()) return std::nullopt;
@@ -727,9 +995,11 @@ std::optional<int64_t> ParseCacheSize(const std::string& s) {
 
 CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
   const HostInfo host = ReadHostInfo();
-  max_threads_ = options_.max_threads > 0 ? options_.max_threads : host.logical;
+  const UsableCpus usable = ReadUsableCpus();
+  max_threads_ = options_.max_threads > 0 ? options_.max_threads : usable.count;
   llc_bytes_ = host.l3 ? *host.l3 : host.l2 ? *host.l2 : kDefaultLlcBytes;
-  pool_ = std::make_shared<ThreadPool>(max_threads_);
+  pool_ = std::make_shared<ThreadPool>(max_threads_, usable.cpus);
+  isas_ = cpu_simd::SupportedIsas();
 
   auto size_str = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "0"; };
   device_.backend = "cpu";
@@ -740,6 +1010,8 @@ CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
       {"cores", std::to_string(host.cores)},
       {"logical_cpus", std::to_string(host.logical)},
       {"threads_max", std::to_string(max_threads_)},
+      {"cpus_usable", std::to_string(usable.count)},
+      {"simd", cpu_simd::IsaName(isas_.back())},
       {"l1d_bytes", size_str(host.l1d)},
       {"l2_bytes", size_str(host.l2)},
       {"l3_bytes", size_str(host.l3)},
@@ -761,25 +1033,63 @@ CpuBackend::~CpuBackend() = default;
 
 std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
   std::vector<Candidate> out;
-  CpuConfig c;
-  c.kind = CpuConfig::Kind::kNaive;
-  out.push_back(c.ToCandidate());
-  c.kind = CpuConfig::Kind::kNaiveColWrite;
-  out.push_back(c.ToCandidate());
+  const bool valid = ValidateProblem(p).ok();
+  const bool parallel = valid && p.bytes() >= kCpuMinParallelBytes && max_threads_ > 1;
+  const int all = parallel ? max_threads_ : 1;
+  const cpu_simd::Isa best = isas_.back();
 
-  std::vector<int> threads = {1};
-  if (ValidateProblem(p).ok() && p.bytes() >= kCpuMinParallelBytes) {
-    for (int n : {2, 4})
-      if (n < max_threads_) threads.push_back(n);
-    if (max_threads_ > 1) threads.push_back(max_threads_);
-  }
-  c.kind = CpuConfig::Kind::kTiled;
-  for (int tile : kTiles) {
-    for (int n : threads) {
-      c.tile = tile;
-      c.threads = n;
+  // SIMD: the best level in every blocking smaller than the matrix, on all threads; streaming
+  // stores where the output rows allow them and the output exceeds the last-level cache; for
+  // parallel problems one single-threaded and (where the CPU has a wider level) one base-level
+  // candidate for comparison.
+  CpuConfig c;
+  c.kind = CpuConfig::Kind::kSimd;
+  c.isa = static_cast<int>(best);
+  c.threads = all;
+  const bool nt = valid && (p.out_ld() * p.elem_size()) % 64 == 0 &&
+                  p.out_alloc_bytes() > llc_bytes_;
+  const int64_t micro = valid ? cpu_simd::MicroEdge(best, p.elem_size()) : 1;
+  int64_t covered = 0;  // the previous block's edge in elements
+  for (int block : kSimdBlocks) {
+    // A block as large as the matrix walks it like the previous one: skip the duplicate.
+    if (valid && covered >= std::max(p.rows, p.cols)) break;
+    covered = micro * block;
+    c.block = block;
+    c.nt = false;
+    out.push_back(c.ToCandidate());
+    if (nt) {
+      c.nt = true;
       out.push_back(c.ToCandidate());
     }
+  }
+  c.nt = false;
+  c.block = kSimdBlocks[1];
+  if (parallel) {
+    c.threads = 1;
+    out.push_back(c.ToCandidate());
+    c.threads = all;
+  }
+  if (parallel && best != cpu_simd::Isa::kBase) {
+    c.isa = static_cast<int>(cpu_simd::Isa::kBase);
+    out.push_back(c.ToCandidate());
+  }
+
+  // Portable scalar blocks (all sizes for small problems, two for large ones), and the naive
+  // loops for problems small enough to time them quickly.
+  c = CpuConfig{};
+  c.kind = CpuConfig::Kind::kTiled;
+  c.threads = all;
+  for (int tile : kTiles) {
+    if (parallel && tile != 32 && tile != 64) continue;
+    c.tile = tile;
+    out.push_back(c.ToCandidate());
+  }
+  if (!valid || p.bytes() <= kCpuMaxNaiveBytes) {
+    c = CpuConfig{};
+    c.kind = CpuConfig::Kind::kNaive;
+    out.push_back(c.ToCandidate());
+    c.kind = CpuConfig::Kind::kNaiveColWrite;
+    out.push_back(c.ToCandidate());
   }
   if (options_.enable_test_faults) {
     CpuConfig t;

@@ -1,15 +1,27 @@
-// CpuBackend: the real CPU backend. Tunes plain and cache-blocked, optionally multi-threaded
-// transposes on the host, and describes the host as a device.
+// CpuBackend: the real CPU backend. Tunes SIMD, cache-blocked and plain, optionally
+// multi-threaded transposes on the host, and describes the host as a device.
 //
 // Candidates (dtype matters only by element size, 1, 2, 4, 8 or 16 bytes):
-//   cpu.naive            row loop: reads contiguous input, writes strided output
-//   cpu.naive.colwrite   column loop: reads strided input, writes contiguous output
-//   cpu.tile{T}.t{N}     T x T cache blocks, T in {8,16,32,64,128}, on N threads; N > 1 only for
-//                        problems of at least kCpuMinParallelBytes
-// A session keeps one input/output/reference set for checks and, on the first measurement,
+//   cpu.{isa}.b{B}.t{N}[.nt]  SIMD register transposes (tuner/cpu_simd.h; isa: sse2 or generic,
+//                             avx2, avx512, as the CPU has them) in 64 x 64-byte micro-tiles
+//                             (L1), walked in B x B blocks of micro-tiles (L2; B = 1: row by
+//                             row), on N threads; .nt: streaming stores, offered when the output
+//                             rows are 64-byte aligned and the output exceeds the last-level cache
+//   cpu.tile{T}.t{N}          T x T scalar cache blocks, T in {8,16,32,64,128} (portable)
+//   cpu.naive                 row loop: reads contiguous input, writes strided output
+//   cpu.naive.colwrite        column loop: reads strided input, writes contiguous output
+// N > 1 only for problems of at least kCpuMinParallelBytes; the naive loops only for problems
+// below kCpuMaxNaiveBytes. Threads: at most the CPUs the process may use (its affinity mask and
+// cgroup CPU quota); worker k is pinned to the k-th CPU of the mask.
+//
+// A session fills its input once, computes the reference once, and, on the first measurement,
 // allocates enough rotating input/output pairs that the timed working set exceeds twice the
-// last-level cache (capped at kCpuMaxRotationBytes), so timings are of cold caches, like a
-// real transpose of a large tensor.
+// last-level cache (capped at kCpuMaxRotationBytes), so timings are of cold caches, like a real
+// transpose of a large tensor. Buffers of 2 MiB or more are asked for transparent huge pages.
+// Honest timing on a shared machine: a timed run during which one of its threads was preempted
+// (an involuntary context switch) is re-taken, up to as many times as samples are wanted; the
+// method JSON says how many were re-taken and how many disturbed ones had to be kept. Warm-up
+// stops after 5 ms once one run is done, so a large problem is not warmed up thrice.
 //
 // Thread-safety: CpuBackend's const methods may be called from any thread. A Session is used by
 // one thread at a time. Sessions of one backend share its worker pool, whose runs are
@@ -27,11 +39,12 @@
 #include "core/problem.h"
 #include "core/status.h"
 #include "tuner/backend.h"
+#include "tuner/cpu_simd.h"
 
 namespace transposed {
 
 struct CpuBackendOptions {
-  // Most threads any candidate uses; 0: std::thread::hardware_concurrency().
+  // Most threads any candidate uses; 0: the CPUs this process may use (UsableCpus()).
   int max_threads = 0;
   // Adds deliberately wrong candidates ("cpu.test.*") that their check must reject; for tests.
   bool enable_test_faults = false;
@@ -39,15 +52,20 @@ struct CpuBackendOptions {
 
 // Problems smaller than this get single-threaded candidates only.
 inline constexpr int64_t kCpuMinParallelBytes = 256 * 1024;
+// Problems larger than this get no naive candidates (they cannot win and take long to time).
+inline constexpr int64_t kCpuMaxNaiveBytes = 4 << 20;
 // Upper bound of a session's rotating measurement buffers.
 inline constexpr int64_t kCpuMaxRotationBytes = int64_t{1} << 30;
 
 // A CPU candidate's configuration; round-trips with a Candidate's name and params.
 struct CpuConfig {
-  enum class Kind { kNaive, kNaiveColWrite, kTiled, kTestSkipLast, kTestGapWrite };
+  enum class Kind { kNaive, kNaiveColWrite, kTiled, kSimd, kTestSkipLast, kTestGapWrite };
   Kind kind = Kind::kNaive;
   int tile = 0;     // kTiled only
-  int threads = 1;  // kTiled only may use more than one
+  int threads = 1;  // kTiled and kSimd only may use more than one
+  int isa = 0;      // kSimd: cpu_simd::Isa
+  int block = 1;    // kSimd: L2 block edge in micro-tiles
+  bool nt = false;  // kSimd: streaming stores
 
   Candidate ToCandidate() const;
   // Parses a candidate's name; its params must agree. INVALID_ARGUMENT when unknown.
@@ -71,6 +89,7 @@ class CpuBackend : public Backend {
   CpuBackendOptions options_;
   int max_threads_;
   int64_t llc_bytes_;
+  std::vector<cpu_simd::Isa> isas_;  // supported SIMD levels, lowest first
   DeviceInfo device_;
   std::shared_ptr<ThreadPool> pool_;
 };
@@ -89,6 +108,22 @@ Status RunConfig(const CpuConfig& config, const Problem& p, const unsigned char*
                  unsigned char* out, ThreadPool* pool);
 // Parses a sysfs cache size ("32K", "1024K", "32M", "512"); nullopt if malformed.
 std::optional<int64_t> ParseCacheSize(const std::string& s);
+// Parses a cgroup v2 cpu.max ("max 100000", "150000 100000"): the whole CPUs the quota allows
+// (at least 1); nullopt if unlimited or malformed.
+std::optional<int> ParseCpuMax(const std::string& s);
+
+}  // namespace cpu_internal
+
+// The CPUs this process may run on: its affinity mask (sched_getaffinity), limited by the cgroup
+// CPU quota of its cgroup and the cgroup's ancestors (cgroup v2 cpu.max, or v1 cfs quota/period).
+struct UsableCpus {
+  std::vector<int> cpus;  // the affinity mask, lowest first; never empty
+  int count = 1;          // min(cpus.size(), quota), at least 1
+  int quota = 0;          // whole CPUs the cgroup quota allows; 0: unlimited
+};
+UsableCpus ReadUsableCpus();
+
+namespace cpu_internal {
 
 }  // namespace cpu_internal
 
@@ -96,7 +131,8 @@ std::optional<int64_t> ParseCacheSize(const std::string& s);
 // serialised by an internal mutex; safe to share between threads.
 class ThreadPool {
  public:
-  explicit ThreadPool(int max_threads);
+  // cpus: where to pin worker k (k = 1..): cpus[k % cpus.size()]; empty: no pinning.
+  explicit ThreadPool(int max_threads, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -106,12 +142,16 @@ class ThreadPool {
   // thread, the others on workers (started on first use); returns when all have returned.
   // If a worker cannot be started, its share runs on the calling thread.
   void Run(int n, const std::function<void(int)>& fn);
+  // Involuntary context switches the workers suffered while running shares, in total so far
+  // (the calling thread's share is not included: measure it with getrusage(RUSAGE_THREAD)).
+  int64_t worker_preemptions() const;
 
  private:
   void Worker(int id, uint64_t generation);
 
   struct State;
   const int max_threads_;
+  const std::vector<int> cpus_;
   std::unique_ptr<State> state_;
 };
 

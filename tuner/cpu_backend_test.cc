@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -97,8 +100,80 @@ TEST(CpuBackendTest, EveryCandidateIsCorrectOnEveryShapeAndElementSize) {
         if (c.params.at("threads") > 1) ++multi_threaded;
       }
     }
-    EXPECT_GE(multi_threaded, 10) << "element size " << es;  // 5 tiles x threads {2, 4}
+    EXPECT_GE(multi_threaded, 4) << "element size " << es;  // 3 SIMD blockings + 2 tiles on 4
   }
+}
+
+// Every SIMD configuration (each level this CPU has, every blocking, plain and streaming stores,
+// one and three threads) on odd, degenerate, batched and strided shapes, with the buffers aligned
+// and misaligned, bit-exact against the reference, for every element size.
+TEST(CpuSimdTest, EveryConfigurationMatchesTheReference) {
+  ThreadPool pool(3);
+  std::vector<CpuConfig> configs;
+  for (cpu_simd::Isa isa : cpu_simd::SupportedIsas())
+    for (int block : {1, 4, 16})
+      for (bool nt : {false, true})
+        for (int threads : {1, 3}) {
+          CpuConfig c;
+          c.kind = CpuConfig::Kind::kSimd;
+          c.isa = static_cast<int>(isa);
+          c.block = block;
+          c.nt = nt;
+          c.threads = threads;
+          configs.push_back(c);
+        }
+  for (int es : {1, 2, 4, 8, 16}) {
+    const std::vector<Problem> shapes = {
+        Make(1, 1, es),          Make(7, 13, es),   Make(64, 64, es),
+        Make(65, 129, es, 2),    Make(1000, 999, es), Make(67, 130, es, 3, 131, 70),
+        Make(128, 64, es, 2, 200, 192)};  // strided, output rows 64-byte aligned (nt path)
+    for (const Problem& p : shapes) {
+      ASSERT_TRUE(ValidateProblem(p).ok()) << p.ToString();
+      for (int64_t misalign : {int64_t{0}, int64_t{es}}) {
+        std::vector<Byte> in = RandomBytes(p.in_alloc_bytes() + 64 + misalign, 11);
+        std::vector<Byte> expected = RandomBytes(p.out_alloc_bytes(), 12);
+        const Byte* src = in.data() + misalign;
+        cpu_internal::ReferenceTranspose(p, src, expected.data());
+        // A 64-byte aligned output buffer (std::vector's is not), shifted by `misalign`.
+        std::vector<Byte> storage(static_cast<size_t>(p.out_alloc_bytes() + 128));
+        Byte* out = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) +
+                    misalign;
+        // Every element flipped, the ld gaps as they were: a gap write or a missed element
+        // is a mismatch.
+        std::vector<Byte> poisoned = expected;
+        for (int64_t b = 0; b < p.batch; ++b)
+          for (int64_t r = 0; r < p.cols; ++r)
+            for (int64_t k = 0; k < p.rows * es; ++k)
+              poisoned[static_cast<size_t>((b * p.cols + r) * p.out_ld() * es + k)] ^= 0x5a;
+        for (const CpuConfig& c : configs) {
+          std::memcpy(out, poisoned.data(), poisoned.size());
+          Status st = cpu_internal::RunConfig(c, p, src, out, &pool);
+          ASSERT_TRUE(st.ok()) << c.ToCandidate().name << ": " << st.ToString();
+          Status cmp = cpu_internal::CompareOutput(p, expected.data(), out);
+          EXPECT_TRUE(cmp.ok()) << c.ToCandidate().name << " on " << p.ToString() << " misalign "
+                                << misalign << ": " << cmp.ToString();
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuSimdTest, LevelsAndEdges) {
+  const std::vector<cpu_simd::Isa> isas = cpu_simd::SupportedIsas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.front(), cpu_simd::Isa::kBase);
+  for (cpu_simd::Isa isa : isas) {
+    EXPECT_TRUE(cpu_simd::IsaSupported(isa));
+    for (int es : {1, 2, 4, 8, 16}) {
+      const int k = cpu_simd::BlockEdge(isa, es);
+      const int m = cpu_simd::MicroEdge(isa, es);
+      EXPECT_GE(k, 1);
+      EXPECT_LE(k, 16);
+      EXPECT_EQ(m * es, 64) << cpu_simd::IsaName(isa) << " " << es;  // one line per row
+      EXPECT_EQ(m % k, 0);
+    }
+  }
+  EXPECT_EQ(cpu_simd::BlockEdge(cpu_simd::Isa::kBase, 4), 4);  // 16-byte vectors: 4 x f32
 }
 
 TEST(CpuBackendTest, MultiThreadedCandidatesOnlyForLargeProblems) {
@@ -110,15 +185,34 @@ TEST(CpuBackendTest, MultiThreadedCandidatesOnlyForLargeProblems) {
     for (const Candidate& c : backend.Candidates(p)) n.insert(c.name);
     return n;
   };
+  const std::string best = cpu_simd::IsaName(cpu_simd::SupportedIsas().back());
   const std::set<std::string> small = names(Make(64, 64, 4));
-  EXPECT_EQ(small.size(), 2u + 5u);
   EXPECT_TRUE(small.count("cpu.naive"));
   EXPECT_TRUE(small.count("cpu.naive.colwrite"));
-  EXPECT_TRUE(small.count("cpu.tile32.t1"));
+  for (int tile : {8, 16, 32, 64, 128})
+    EXPECT_TRUE(small.count("cpu.tile" + std::to_string(tile) + ".t1")) << tile;
+  EXPECT_TRUE(small.count("cpu." + best + ".b1.t1"));
+  EXPECT_TRUE(small.count("cpu." + best + ".b4.t1"));  // 64 x 64 f32 is 4 x 4 micro-tiles...
+  EXPECT_FALSE(small.count("cpu." + best + ".b16.t1"));  // ...so b16 would walk it as b4 does
+  for (const Candidate& c : backend.Candidates(Make(64, 64, 4)))
+    EXPECT_EQ(c.params.at("threads"), 1) << c.name;
+
   const std::set<std::string> large = names(Make(1024, 1024, 4));
-  EXPECT_EQ(large.size(), 2u + 5u * 4u);  // threads 1, 2, 4, 8
-  for (const char* n : {"cpu.tile8.t2", "cpu.tile64.t4", "cpu.tile128.t8"})
+  for (std::string n : {"cpu.tile32.t8", "cpu.tile64.t8", "cpu.naive"})
     EXPECT_TRUE(large.count(n)) << n;
+  for (const char* b : {".b1.t8", ".b4.t8", ".b16.t8", ".b4.t1"})
+    EXPECT_TRUE(large.count("cpu." + best + b)) << best << b;
+  EXPECT_FALSE(large.count("cpu.tile8.t8"));
+  // Above kCpuMaxNaiveBytes: no naive loops. Output above the last-level cache with 64-byte rows:
+  // streaming-store variants too.
+  const Problem huge = Make(4096, 4096, 4);
+  const std::set<std::string> h = names(huge);
+  EXPECT_FALSE(h.count("cpu.naive"));
+  EXPECT_FALSE(h.count("cpu.naive.colwrite"));
+  EXPECT_TRUE(h.count("cpu." + best + ".b4.t8.nt"));
+  EXPECT_LE(h.size(), 12u);  // few candidates: a 64 MiB tune must stay quick
+  for (const Candidate& c : backend.Candidates(Make(4097, 4096, 4)))  // odd output ld: no .nt
+    EXPECT_EQ(c.name.find(".nt"), std::string::npos) << c.name;
   // Deterministic order.
   std::vector<std::string> a, b;
   for (const Candidate& c : backend.Candidates(Make(1024, 1024, 4))) a.push_back(c.name);
@@ -146,8 +240,16 @@ TEST(CpuConfigTest, NamesAndParamsRoundTrip) {
     // The name alone is enough.
     EXPECT_TRUE(CpuConfig::FromCandidate({c.name, {}}).ok()) << c.name;
   }
+  for (const char* good : {"cpu.sse2.b1.t1", "cpu.avx2.b4.t2.nt", "cpu.avx512.b16.t8"}) {
+    StatusOr<CpuConfig> c = CpuConfig::FromCandidate({good, {}});
+    ASSERT_TRUE(c.ok()) << good;
+    EXPECT_EQ(c->kind, CpuConfig::Kind::kSimd);
+    EXPECT_EQ(c->ToCandidate().name, good);
+  }
   for (const char* bad : {"", "cpu.tile", "cpu.tile33.t1", "cpu.tile32.t0", "cpu.tile32.tx",
-                          "cpu.tile32", "gpu.tile32.t1", "cpu.naive.x"}) {
+                          "cpu.tile32", "gpu.tile32.t1", "cpu.naive.x", "cpu.sse2.b0.t1",
+                          "cpu.sse2.b01.t1", "cpu.mmx.b1.t1", "cpu.avx2.b4.t2.x", "cpu.avx2.b4",
+                          "cpu.avx2.b4.t0", "cpu.avx2.b4.t1.nt.nt", "cpu.sse2.4.t1"}) {
     EXPECT_EQ(CpuConfig::FromCandidate({bad, {}}).status().code(), StatusCode::kInvalidArgument)
         << bad;
   }
@@ -306,6 +408,42 @@ TEST(CpuBackendTest, DeviceInfoIsCompleteAndStable) {
   CpuBackend c(o);
   EXPECT_EQ(c.device().uuid, d.uuid);
   EXPECT_NE(c.device().Fingerprint(), d.Fingerprint());
+}
+
+TEST(CpuInternalTest, ParseCpuMax) {
+  EXPECT_FALSE(cpu_internal::ParseCpuMax("max 100000"));
+  EXPECT_EQ(cpu_internal::ParseCpuMax("200000 100000\n"), 2);
+  EXPECT_EQ(cpu_internal::ParseCpuMax("150000 100000"), 1);
+  EXPECT_EQ(cpu_internal::ParseCpuMax("50000 100000"), 1);  // at least one
+  EXPECT_FALSE(cpu_internal::ParseCpuMax(""));
+  EXPECT_FALSE(cpu_internal::ParseCpuMax("100000"));
+  EXPECT_FALSE(cpu_internal::ParseCpuMax("x 100000"));
+  EXPECT_FALSE(cpu_internal::ParseCpuMax("100000 0"));
+}
+
+// `taskset -c N` in miniature: a backend made by a thread restricted to one CPU uses one thread.
+TEST(CpuBackendTest, ThreadsFollowTheAffinityMask) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  const UsableCpus all = ReadUsableCpus();
+  EXPECT_EQ(static_cast<int>(all.cpus.size()), CPU_COUNT(&saved));
+  EXPECT_GE(all.count, 1);
+  EXPECT_LE(all.count, static_cast<int>(all.cpus.size()));
+  if (all.quota > 0) EXPECT_LE(all.count, all.quota);
+  EXPECT_EQ(std::stoi(CpuBackend().device().attributes.at("threads_max")), all.count);
+
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(all.cpus.back(), &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const UsableCpus pinned = ReadUsableCpus();
+  CpuBackend backend;
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(pinned.cpus, std::vector<int>{all.cpus.back()});
+  EXPECT_EQ(pinned.count, 1);
+  EXPECT_EQ(backend.max_threads(), 1);
+  for (const Candidate& c : backend.Candidates(Make(2048, 2048, 4)))
+    EXPECT_EQ(c.params.at("threads"), 1) << c.name;
 }
 
 TEST(CpuInternalTest, ParseCacheSize) {

@@ -1,7 +1,9 @@
 // The tuner: given a Backend and a Problem, find the fastest valid candidate.
 //
 // Search: every candidate is checked bit-exact, then given a quick measurement; the leaders are
-// then re-measured side by side with longer measurements, and the best median wins. A time
+// then re-measured side by side with longer measurements, and the best median wins. A winner whose
+// rel_spread exceeds max_rel_spread is measured once more, side by side with the ceiling, and the
+// answer carries that re-measurement. A time
 // budget bounds the whole tune; candidates not reached within it are recorded as skipped.
 // The copy ceiling is measured in the same run, so every result carries its share of it.
 //
@@ -22,6 +24,10 @@
 
 namespace transposed {
 
+// A winner whose samples spread more than this, (max - min) / median, is not trusted: the tuner
+// re-measures it once, and an answer still above it is flagged noisy (Answer.noisy).
+inline constexpr double kMaxTrustedRelSpread = 0.2;
+
 struct TuneOptions {
   double budget_seconds = 20.0;   // wall-time budget of one tune
   bool exhaustive = false;        // long-measure every candidate (validation of the search)
@@ -29,6 +35,7 @@ struct TuneOptions {
   MeasureOptions final{3, 15, 0.03, 2000};   // side-by-side re-measure of the leaders
   int finalists = 4;              // how many leaders the final pass re-measures
   double finalist_margin = 0.15;  // ...plus any within this fraction of the quick-pass best
+  double max_rel_spread = kMaxTrustedRelSpread;  // re-measure a winner spread wider than this
 };
 
 // Called once per candidate result as it completes: (result, 1-based index, quick-pass total).

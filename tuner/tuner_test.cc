@@ -54,6 +54,38 @@ std::vector<std::string> FinalPassLog(const FakeBackend& b) {
   return std::vector<std::string>(log.begin() + static_cast<long>(start), log.end());
 }
 
+// A winner spread wider than max_rel_spread is measured once more, side by side with the
+// ceiling, and the answer carries that measurement; a steady winner is not.
+TEST(TunerTest, ANoisyWinnerIsRemeasured) {
+  // Quick, then three final rounds (one disturbed), then three calm re-measure rounds.
+  FakeBackend noisy({Timed("a", {1e-3, 1e-3, 3e-3, 1e-3, 1.1e-3, 1.1e-3, 1.1e-3}),
+                     Timed("b", {2e-3})});
+  StatusOr<TuneResult> r = RunTune(noisy, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "a");
+  EXPECT_EQ(noisy.measure_calls("a"), 1 + 3 + 3);
+  EXPECT_EQ(noisy.ceiling_calls(), 1 + 3 + 3);
+  EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 1.1e-3);
+  EXPECT_DOUBLE_EQ(r->best_measurement.rel_spread(), 0);
+  EXPECT_NE(r->best_measurement.method.find("\"remeasured_after_rel_spread\":2"),
+            std::string::npos)
+      << r->best_measurement.method;
+  EXPECT_DOUBLE_EQ(ResultOf(*r, "a").measurement.median_s, 1.1e-3);
+
+  FakeBackend steady({Timed("a", {1e-3}), Timed("b", {2e-3})});
+  r = RunTune(steady, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(steady.measure_calls("a"), 1 + 3);
+  EXPECT_EQ(steady.ceiling_calls(), 1 + 3);
+  EXPECT_EQ(r->best_measurement.method.find("remeasured"), std::string::npos);
+
+  // Still noisy after the re-measurement: the spread stays visible (the answer flags it).
+  FakeBackend stays({Timed("a", {1e-3, 1e-3, 3e-3, 1e-3, 1e-3, 3e-3, 1e-3})});
+  r = RunTune(stays, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_GT(r->best_measurement.rel_spread(), kMaxTrustedRelSpread);
+}
+
 TEST(TunerTest, PicksTheLowestMedianAndFillsTheResult) {
   FakeBackend backend({Timed("a", {3e-3}), Timed("b", {1e-3}), Timed("c", {2e-3})});
   const int64_t before_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -1,0 +1,102 @@
+#include "tuner/cpu_simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace transposed::cpu_simd {
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kBase:
+#if defined(__x86_64__)
+      return "sse2";
+#else
+      return "generic";
+#endif
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+bool IsaSupported(Isa isa) {
+  switch (isa) {
+    case Isa::kBase:
+      return true;
+#if defined(__x86_64__)
+    // libgcc's CPU model also checks that the OS saves the vector state (XCR0).
+    case Isa::kAvx2:
+      return __builtin_cpu_supports("avx2");
+    case Isa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+    case Isa::kAvx2:
+    case Isa::kAvx512:
+      return false;
+#endif
+  }
+  return false;
+}
+
+std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kBase, Isa::kAvx2, Isa::kAvx512})
+    if (IsaSupported(isa)) out.push_back(isa);
+  return out;
+}
+
+RectFn RectKernel(Isa isa) {
+  switch (isa) {
+    case Isa::kBase:
+      return &RectBase;
+#if defined(__x86_64__)
+    case Isa::kAvx2:
+      return &RectAvx2;
+    case Isa::kAvx512:
+      return &RectAvx512;
+#else
+    default:
+      break;
+#endif
+  }
+  return &RectBase;
+}
+
+int BlockEdge(Isa isa, int elem) {
+  switch (isa) {
+    case Isa::kBase:
+      return BlockEdgeBase(elem);
+#if defined(__x86_64__)
+    case Isa::kAvx2:
+      return BlockEdgeAvx2(elem);
+    case Isa::kAvx512:
+      return BlockEdgeAvx512(elem);
+#else
+    default:
+      break;
+#endif
+  }
+  return BlockEdgeBase(elem);
+}
+
+int MicroEdge(Isa isa, int elem) {
+  const int line = 64 / elem;
+  const int k = BlockEdge(isa, elem);
+  return line > k ? line : k;
+}
+
+void FinishStreaming() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
+bool NtAligned(const unsigned char* out, int64_t ldo, int elem) {
+  return reinterpret_cast<uintptr_t>(out) % 64 == 0 && (ldo * elem) % 64 == 0;
+}
+
+}  // namespace transposed::cpu_simd
