@@ -398,9 +398,7 @@ void TransposeService::WorkerLoop(int device) {
       queues_[device].pop_front();
       running_[device] = job;
     }
-    RunJob(device, job);
-    MutexLock l(&mu_);
-    running_[device].reset();
+    RunJob(device, job);  // clears running_[device] before it answers the waiters
   }
 }
 
@@ -459,6 +457,9 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
     MutexLock l(&mu_);
     auto it = inflight_.find(job->key);
     if (it != inflight_.end() && it->second == job) inflight_.erase(it);
+    // Leave the queue before answering, so a caller that reads the queue depth after its answer
+    // never sees its own finished tune still counted.
+    if (running_[device] == job) running_[device].reset();
     waiters = job->Finish();
   }
   if (waiters.empty()) return;
