@@ -381,7 +381,7 @@ TEST(TunerTest, RealCpuBackendTunesASmallProblemQuickly) {
   StatusOr<TuneResult> r = RunTune(backend, p, TuneOptions{});
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_LT(wall, 2.0);
+  EXPECT_LT(wall, 10.0);  // well under a second when idle; generous for a loaded 2-core CI
   EXPECT_EQ(r->best.name.rfind("cpu.", 0), 0u) << r->best.name;
   EXPECT_EQ(r->best.name.find("test"), std::string::npos) << r->best.name;
   EXPECT_TRUE(r->best_measurement.valid);
