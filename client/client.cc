@@ -2,8 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 namespace transposed {
@@ -13,6 +16,30 @@ std::chrono::system_clock::time_point DeadlineAfter(double seconds) {
   return std::chrono::system_clock::now() +
          std::chrono::duration_cast<std::chrono::system_clock::duration>(
              std::chrono::duration<double>(seconds));
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(std::string(what) + ": cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientOptions& o) {
+  if (!o.tls && o.tls_ca_file.empty() && o.tls_cert_file.empty())
+    return grpc::InsecureChannelCredentials();
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty())
+    return Status::InvalidArgument("tls_cert_file and tls_key_file: give both or neither");
+  grpc::SslCredentialsOptions ssl;
+  if (!o.tls_ca_file.empty()) {
+    TR_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadWholeFile(o.tls_ca_file, "tls_ca_file"));
+  }
+  if (!o.tls_cert_file.empty()) {
+    TR_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadWholeFile(o.tls_cert_file, "tls_cert_file"));
+    TR_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadWholeFile(o.tls_key_file, "tls_key_file"));
+  }
+  return grpc::SslCredentials(ssl);
 }
 
 }  // namespace
@@ -50,7 +77,10 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
   grpc::ChannelArguments args;
   // Answers carry candidate lists (ListEntries with candidates): allow large messages.
   args.SetMaxReceiveMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!options.tls_server_name.empty())
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  TR_ASSIGN_OR_RETURN(auto credentials, Credentials(options));
+  auto channel = grpc::CreateCustomChannel(address, credentials, args);
   if (!channel) return Status::Internal("could not create a channel to " + address);
   return std::unique_ptr<Client>(new Client(address, options, std::move(channel)));
 }
@@ -66,6 +96,7 @@ Client::~Client() = default;
 void Client::Prepare(grpc::ClientContext* context) const {
   context->set_deadline(DeadlineAfter(options_.deadline_seconds));
   context->set_wait_for_ready(options_.wait_for_ready);
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
 Status Client::WaitForConnected(double seconds) {
@@ -123,13 +154,35 @@ StatusOr<std::vector<v1::Device>> Client::ListDevices() {
   return std::vector<v1::Device>(response.devices().begin(), response.devices().end());
 }
 
-StatusOr<std::vector<v1::Entry>> Client::ListEntries(const v1::ListEntriesRequest& request) {
+StatusOr<v1::ListEntriesResponse> Client::ListEntryPage(const v1::ListEntriesRequest& request) {
   grpc::ClientContext context;
   Prepare(&context);
   v1::ListEntriesResponse response;
   grpc::Status s = stub_->ListEntries(&context, request, &response);
   if (!s.ok()) return FromGrpcStatus(s);
-  return std::vector<v1::Entry>(response.entries().begin(), response.entries().end());
+  return response;
+}
+
+StatusOr<std::vector<v1::Entry>> Client::ListEntries(const v1::ListEntriesRequest& request) {
+  // request.limit caps the total (0: all); the pages come one call at a time.
+  const int64_t limit = request.limit();
+  v1::ListEntriesRequest page = request;
+  page.set_limit(0);
+  std::vector<v1::Entry> out;
+  while (true) {
+    if (limit > 0) {
+      const int64_t left = limit - static_cast<int64_t>(out.size());
+      if (request.page_size() == 0 || left < request.page_size())
+        page.set_page_size(static_cast<int32_t>(std::min<int64_t>(left, 1000)));
+    }
+    TR_ASSIGN_OR_RETURN(v1::ListEntriesResponse response, ListEntryPage(page));
+    for (auto& e : *response.mutable_entries()) out.push_back(std::move(e));
+    if (response.next_page_token().empty()) break;
+    if (limit > 0 && static_cast<int64_t>(out.size()) >= limit) break;
+    page.set_page_token(response.next_page_token());
+  }
+  if (limit > 0 && static_cast<int64_t>(out.size()) > limit) out.resize(limit);
+  return out;
 }
 
 StatusOr<int64_t> Client::DeleteEntries(const v1::DeleteEntriesRequest& request) {

@@ -52,6 +52,18 @@ struct ClientOptions {
   // false: a call fails at once with UNAVAILABLE when the daemon cannot be reached.
   // true: a call waits (up to its deadline) for the daemon to come up.
   bool wait_for_ready = false;
+  // Transport security. With `tls` (implied by tls_ca_file or tls_cert_file) the channel is TLS,
+  // the daemon's certificate checked against tls_ca_file (PEM; empty: the system's roots);
+  // tls_cert_file + tls_key_file present a client certificate (mutual TLS). tls_server_name
+  // overrides the name the certificate must carry (default: the host of the address).
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
+  // The daemon's admin token (Tune, DeleteEntries), sent as "authorization: Bearer <token>" on
+  // every call; empty: none.
+  std::string token;
 };
 
 
@@ -97,7 +109,11 @@ class Client {
                             const ProgressCallback& on_progress = nullptr);
 
   StatusOr<std::vector<v1::Device>> ListDevices();
+  // Every entry matching the request, fetching page after page (request.limit caps the total;
+  // 0: all).
   StatusOr<std::vector<v1::Entry>> ListEntries(const v1::ListEntriesRequest& request);
+  // One page as the daemon answers it (next_page_token continues).
+  StatusOr<v1::ListEntriesResponse> ListEntryPage(const v1::ListEntriesRequest& request);
   // Returns the number of entries deleted.
   StatusOr<int64_t> DeleteEntries(const v1::DeleteEntriesRequest& request);
 

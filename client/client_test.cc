@@ -46,8 +46,11 @@ TEST(FromGrpcStatus, UnusedCodesMapToClosestAndKeepName) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "OUT_OF_RANGE: too far");
   s = FromGrpcStatus(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "no"));
-  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(), "PERMISSION_DENIED: no");
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.ToString(), "PERMISSION_DENIED: no");
+  s = FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "token"));
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(s.ToString(), "UNAUTHENTICATED: token");
   s = FromGrpcStatus(grpc::Status(grpc::StatusCode::DATA_LOSS, "gone"));
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_EQ(s.message(), "DATA_LOSS: gone");

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -35,7 +36,34 @@ struct Globals {
   bool json = false;
   double timeout = 600;
   int parallel = 16;
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+  std::string token_file;
 };
+
+// The transport and token flags as client options. The token file holds one line.
+StatusOr<ClientOptions> ConnectionOptions(const Globals& g) {
+  ClientOptions o;
+  o.deadline_seconds = g.timeout;
+  o.tls = g.tls;
+  o.tls_ca_file = g.tls_ca;
+  o.tls_cert_file = g.tls_cert;
+  o.tls_key_file = g.tls_key;
+  o.tls_server_name = g.tls_server_name;
+  if (!g.token_file.empty()) {
+    std::ifstream in(g.token_file);
+    std::string token;
+    if (!in || !std::getline(in, token))
+      return Status::InvalidArgument("--token-file: cannot read " + g.token_file);
+    while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    if (token.empty()) return Status::InvalidArgument("--token-file: " + g.token_file + " is empty");
+    o.token = token;
+  }
+  return o;
+}
 
 struct ProblemFlags {
   int64_t rows = 0;
@@ -246,7 +274,9 @@ int RunFleet(const std::vector<std::string>& servers, const Globals& g, CLI::App
              const ProblemFlags& get_flags, bool cache_only, CLI::App* devices, CLI::App* list,
              const FilterFlags& list_flags, bool candidates, int limit) {
   FleetOptions options;
-  options.client.deadline_seconds = g.timeout;
+  auto connection = ConnectionOptions(g);
+  if (!connection.ok()) return Usage(connection.status().ToString());
+  options.client = *connection;
   options.parallelism = g.parallel;
   if (devices->parsed()) {
     auto results = FanOut(servers, options, [](Client& c, std::vector<v1::FleetRow>* rows) -> Status {
@@ -301,6 +331,17 @@ int Main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxFleetParallelism));
   app.add_flag("--json", g.json, "Print JSON instead of text");
+  app.add_flag("--tls", g.tls, "Connect with TLS (implied by --tls-ca and --tls-cert)");
+  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signed the daemon's certificate");
+  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)");
+  app.add_option("--tls-key", g.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-server-name", g.tls_server_name,
+                 "Name the daemon's certificate must carry (default: the host of --server)");
+  const char* token_env = std::getenv("TRANSPOSED_TOKEN_FILE");
+  if (token_env != nullptr) g.token_file = token_env;
+  app.add_option("--token-file", g.token_file,
+                 "File with the daemon's admin token, needed by tune and delete (env "
+                 "TRANSPOSED_TOKEN_FILE)");
   app.add_option("--timeout", g.timeout, "Deadline of the call in seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -363,9 +404,9 @@ int Main(int argc, char** argv) {
                     limit);
   }
 
-  ClientOptions options;
-  options.deadline_seconds = g.timeout;
-  auto client = Client::Connect(servers.front(), options);
+  auto options = ConnectionOptions(g);
+  if (!options.ok()) return Usage(options.status().ToString());
+  auto client = Client::Connect(servers.front(), *options);
   if (!client.ok()) return Usage(client.status().ToString());
   Client& c = **client;
 

@@ -53,6 +53,8 @@ struct TuneResult {
   std::vector<CandidateResult> candidates;  // every candidate's last result
   int tried = 0;
   int valid = 0;
+  int total = 0;                // candidates the backend offers; total - tried were skipped
+  bool incumbent_kept = false;  // TuneOptions::incumbent won again
   double tune_seconds = 0;
   int64_t tuned_at_unix_ms = 0;
 

@@ -22,6 +22,8 @@ constexpr CodePair kCodes[] = {
     {StatusCode::kUnimplemented, grpc::StatusCode::UNIMPLEMENTED},
     {StatusCode::kInternal, grpc::StatusCode::INTERNAL},
     {StatusCode::kUnavailable, grpc::StatusCode::UNAVAILABLE},
+    {StatusCode::kPermissionDenied, grpc::StatusCode::PERMISSION_DENIED},
+    {StatusCode::kUnauthenticated, grpc::StatusCode::UNAUTHENTICATED},
 };
 
 // A status message travels in the grpc-message trailer, whose size gRPC limits (8 KiB of metadata
@@ -55,10 +57,6 @@ Status FromGrpcStatus(const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::OUT_OF_RANGE:
       return Status::InvalidArgument("OUT_OF_RANGE: " + m);
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return Status::FailedPrecondition("PERMISSION_DENIED: " + m);
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return Status::FailedPrecondition("UNAUTHENTICATED: " + m);
     case grpc::StatusCode::DATA_LOSS:
       return Status::Internal("DATA_LOSS: " + m);
     default:

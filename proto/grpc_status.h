@@ -17,9 +17,9 @@ namespace transposed {
 grpc::StatusCode ToGrpcCode(StatusCode code);
 // A grpc::Status with the mapped code and the same message (OK for OK).
 grpc::Status ToGrpcStatus(const Status& status);
-// The reverse, for clients: OUT_OF_RANGE -> kInvalidArgument, PERMISSION_DENIED and
-// UNAUTHENTICATED -> kFailedPrecondition, DATA_LOSS -> kInternal, each message prefixed with the
-// gRPC code's name; anything else unknown -> kUnknown.
+// The reverse, for clients: OUT_OF_RANGE -> kInvalidArgument, DATA_LOSS -> kInternal, each
+// message prefixed with the gRPC code's name; anything else unknown -> kUnknown. A message longer
+// than 1 KiB is cut (it travels in a size-limited trailer).
 Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace transposed

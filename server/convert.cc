@@ -99,6 +99,8 @@ pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source) {
   out.set_tuned_at_unix_ms(r.tuned_at_unix_ms);
   out.set_candidates_tried(r.tried);
   out.set_candidates_valid(r.valid);
+  out.set_candidates_total(r.total);
+  out.set_previous_kept(r.incumbent_kept);
   out.set_tune_seconds(r.tune_seconds);
   *out.mutable_device() = DeviceToProto(r.device);
   return out;

@@ -17,6 +17,7 @@ TEST(GrpcStatusTest, MapsEveryCodeByNameAndKeepsTheMessage) {
       StatusCode::kResourceExhausted, StatusCode::kFailedPrecondition,
       StatusCode::kAborted,           StatusCode::kUnimplemented,
       StatusCode::kInternal,          StatusCode::kUnavailable,
+      StatusCode::kPermissionDenied,  StatusCode::kUnauthenticated,
   };
   for (StatusCode c : codes) {
     Status s(c, std::string("msg of ") + StatusCodeName(c));

@@ -349,6 +349,21 @@ TEST_F(DaemonTest, ListenPortOutOfRangeIsAUsageError) {
   EXPECT_FALSE(fs::exists(dir_ / "port"));
 }
 
+TEST_F(DaemonTest, NonLoopbackPlaintextListenWarnsLoudly) {
+  std::vector<std::string> args = Args();
+  args[1] = "0.0.0.0:0";  // --listen
+  Daemon d(args);
+  ASSERT_GT(d.WaitPort(dir_ / "port"), 0) << ReadFile(dir_ / "log");
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.Wait(20s), 0);
+  const std::string log = ReadFile(dir_ / "log");
+  EXPECT_NE(log.find("WARNING: --listen=0.0.0.0:0 is reachable from other machines and serves "
+                     "PLAINTEXT"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("descriptor limit"), std::string::npos) << log;
+}
+
 TEST_F(DaemonTest, ConfigFileWithUnknownKeyOrSectionIsRefused) {
   const fs::path config = dir_ / "bad.toml";
   {

@@ -175,6 +175,10 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
       MutexLock l(&mu_);
       device_ = DescribeSelector(request.problem().device());
     }
+    if (Status auth = owner_->Authorize("Tune", context_); !auth.ok()) {
+      End(auth, std::nullopt);
+      return;
+    }
     const StatusOr<ForcedTuneRequest> parsed = TuneRequestFromProto(request);
     if (!parsed.ok()) {
       End(parsed.status(), std::nullopt);
@@ -323,19 +327,34 @@ grpc::ServerUnaryReactor* GrpcTransposer::ListEntries(grpc::CallbackServerContex
                                                       v1::ListEntriesResponse* response) {
   auto query = EntryQueryFromProto(request->filter());
   Status status = query.status();
+  if (status.ok()) status = CheckFieldLength("page_token", request->page_token());
   if (status.ok()) {
-    auto entries = service_->ListEntries(*query, request->include_candidates(), request->limit());
-    status = entries.status();
-    if (entries.ok()) {
-      for (const auto& e : *entries) {
-        v1::Entry* entry = response->add_entries();
-        *entry->mutable_answer() = AnswerToProto(e, AnswerSource::kCache);
+    const int page_size = request->page_size() != 0 ? request->page_size() : request->limit();
+    auto page = service_->ListEntryPage(*query, request->include_candidates(), page_size,
+                                        request->page_token());
+    status = page.status();
+    if (page.ok()) {
+      size_t bytes = 0;
+      for (size_t i = 0; i < page->entries.size(); ++i) {
+        const TuneResult& e = page->entries[i];
+        v1::Entry entry;
+        *entry.mutable_answer() = AnswerToProto(e, AnswerSource::kCache);
         for (const auto& c : e.candidates)
-          *entry->add_candidates() = CandidateResultToProto(c, e.device.backend, e.problem.bytes());
+          *entry.add_candidates() = CandidateResultToProto(c, e.device.backend, e.problem.bytes());
+        bytes += entry.ByteSizeLong();
+        // Keep the answer under kMaxListReplyBytes (it always carries at least one entry).
+        if (i > 0 && bytes > kMaxListReplyBytes) {
+          response->set_next_page_token(page->resume_tokens[i - 1]);
+          break;
+        }
+        *response->add_entries() = std::move(entry);
+        if (i + 1 == page->entries.size() && page->more)
+          response->set_next_page_token(page->resume_tokens[i]);
       }
     }
   }
-  Note(context, "entries=" + std::to_string(response->entries_size()));
+  Note(context, "entries=" + std::to_string(response->entries_size()) +
+                    " more=" + (response->next_page_token().empty() ? "false" : "true"));
   auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -344,6 +363,12 @@ grpc::ServerUnaryReactor* GrpcTransposer::ListEntries(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GrpcTransposer::DeleteEntries(grpc::CallbackServerContext* context,
                                                         const v1::DeleteEntriesRequest* request,
                                                         v1::DeleteEntriesResponse* response) {
+  if (Status auth = Authorize("DeleteEntries", context); !auth.ok()) {
+    Note(context, "refused");
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(auth));
+    return reactor;
+  }
   auto query = EntryQueryFromProto(request->filter());
   Status status = query.status();
   if (status.ok()) {

@@ -23,6 +23,7 @@
 #include <atomic>
 
 #include "server/rpc_interceptor.h"
+#include "server/security.h"
 #include "server/service.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
@@ -31,8 +32,11 @@ namespace transposed {
 class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackService {
  public:
   // `notes` (optional) receives each call's note for the interceptor's log line.
-  explicit GrpcTransposer(TransposeService* service, RpcNotes* notes = nullptr)
-      : service_(service), notes_(notes) {}
+  // `gate` decides who may call the admin RPCs (server/security.h); the default admits loopback
+  // peers only.
+  explicit GrpcTransposer(TransposeService* service, RpcNotes* notes = nullptr,
+                          AdminGate gate = AdminGate())
+      : service_(service), notes_(notes), gate_(std::move(gate)) {}
 
   grpc::ServerUnaryReactor* GetConfig(grpc::CallbackServerContext* context,
                                       const v1::GetConfigRequest* request,
@@ -62,8 +66,12 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
     if (notes_ != nullptr) notes_->Note(context, std::move(note));
   }
 
+  // The admin check of one call (AdminGate): OK, or the status to answer (logged here).
+  Status Authorize(const char* method, const grpc::CallbackServerContext* context) const;
+
   TransposeService* const service_;
   RpcNotes* const notes_;
+  const AdminGate gate_;
   std::atomic<int> inflight_{0};
 };
 

@@ -28,6 +28,7 @@
 #include "server/grpc_service.h"
 #include "server/metrics.h"
 #include "server/rpc_interceptor.h"
+#include "server/security.h"
 #include "server/service.h"
 #include "server/startup.h"
 #include "server/store.h"
@@ -45,6 +46,9 @@ struct Flags {
   std::string log_file;
   std::string port_file;
   std::string metrics_listen;
+  transposed::SecurityOptions security;
+  int max_queued_tunes = 8;
+  int max_streams_per_connection = 64;
 };
 
 // A log file sink that can reopen its file (after logrotate moved it away): spdlog's
@@ -140,6 +144,22 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
   app.add_option("--log-file", flags.log_file, "log to this file instead of stderr");
+  app.add_option("--max-queued-tunes", flags.max_queued_tunes,
+                 "tunes that may wait per device; more are refused with RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--max-streams-per-connection", flags.max_streams_per_connection,
+                 "concurrent calls one client connection may have open")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--tls-cert", flags.security.tls_cert,
+                 "PEM certificate chain: serve TLS (with --tls-key)");
+  app.add_option("--tls-key", flags.security.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", flags.security.tls_client_ca,
+                 "PEM CA bundle: require client certificates signed by it (mutual TLS)");
+  app.add_option("--admin-token-file", flags.security.admin_token_file,
+                 "file holding the bearer token that Tune and DeleteEntries require "
+                 "(without it: loopback clients or verified client certificates only)");
   app.add_option("--port-file", flags.port_file,
                  "write the bound port to this file once serving (atomically, via rename)");
   app.add_option("--metrics-listen", flags.metrics_listen,
@@ -200,12 +220,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("db={}", flags.db);
+  const bool store_read_only = !(*store)->read_only().empty();
+  if (store_read_only) {
+    spdlog::warn(
+        "the database is READ-ONLY: lookups are served from it, tunes are answered but not "
+        "stored; health service 'transposed.store' answers NOT_SERVING. Cause: {}",
+        (*store)->read_only());
+  }
 
   // Counts from the first request on; served (below) only with --metrics-listen.
   transposed::Metrics metrics(static_cast<int>(backends->size()));
   transposed::ServiceOptions options;
   options.tune_budget_seconds = flags.tune_budget;
   options.observer = &metrics;
+  options.max_queued_tunes = flags.max_queued_tunes;
   auto service =
       transposed::TransposeService::Create(std::move(backends).value(), store->get(), options);
   if (!service.ok()) {
@@ -213,8 +241,37 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  auto credentials = transposed::MakeServerCredentials(flags.security);
+  if (!credentials.ok()) {
+    spdlog::error("{}", credentials.status().message());
+    return 1;
+  }
+  std::string admin_token;
+  if (!flags.security.admin_token_file.empty()) {
+    auto token = transposed::ReadTokenFile(flags.security.admin_token_file, "--admin-token-file");
+    if (!token.ok()) {
+      spdlog::error("{}", token.status().message());
+      return 1;
+    }
+    admin_token = std::move(token).value();
+  }
+  const bool tls = !flags.security.tls_cert.empty();
+  const bool mtls = tls && !flags.security.tls_client_ca.empty();
+  spdlog::info("transport={} admin={}", mtls ? "mtls" : tls ? "tls" : "plaintext",
+               !admin_token.empty() ? "token"
+               : mtls               ? "loopback or verified client certificate"
+                                    : "loopback only");
+  if (!listen->loopback && !tls) {
+    spdlog::warn(
+        "WARNING: --listen={} is reachable from other machines and serves PLAINTEXT: anyone who "
+        "can reach it reads every answer{}; set --tls-cert/--tls-key (and --tls-client-ca, "
+        "--admin-token-file) or listen on 127.0.0.1",
+        flags.listen,
+        admin_token.empty() ? "" : " and can capture the admin token from the wire");
+  }
   transposed::RpcNotes rpc_notes;
-  transposed::GrpcTransposer grpc_service(service->get(), &rpc_notes);
+  transposed::GrpcTransposer grpc_service(service->get(), &rpc_notes,
+                                          transposed::AdminGate(admin_token, mtls));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -227,7 +284,11 @@ int main(int argc, char** argv) {
   int port = 0;
   // Without SO_REUSEPORT a second daemon on a taken port fails to bind instead of sharing it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  // Bounds: concurrent calls per connection, and idle connections closed after 10 minutes so that
+  // forgotten clients do not hold descriptors. (Calls hold no thread: the callback API.)
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, flags.max_streams_per_connection);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
+  builder.AddListeningPort(flags.listen, *credentials, &port);
   builder.RegisterService(&grpc_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
@@ -250,6 +311,8 @@ int main(int argc, char** argv) {
     }
     spdlog::info("metrics on http://{}/metrics (port {})", flags.metrics_listen, *metrics_port);
   }
+  if (auto* health = server->GetHealthCheckService())
+    health->SetServingStatus("transposed.store", !store_read_only);
   if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
     spdlog::error("cannot write --port-file={}", flags.port_file);
     (*service)->Shutdown();

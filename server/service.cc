@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -34,6 +35,32 @@ std::string PrefixFields(const std::string& message, const std::string& prefix) 
 }
 
 }  // namespace
+
+std::string EntryPageToken(const EntryCursor& cursor) {
+  return "e1." + std::to_string(cursor.tuned_at_unix_ms) + "." + std::to_string(cursor.id);
+}
+
+StatusOr<EntryCursor> ParseEntryPageToken(const std::string& token) {
+  auto bad = [&token] {
+    return Status::InvalidArgument("page_token: " + Quote(token) +
+                                   " is not a token from a ListEntries answer");
+  };
+  if (token.size() > 48 || token.rfind("e1.", 0) != 0) return bad();
+  const std::string rest = token.substr(3);
+  const auto dot = rest.find('.');
+  if (dot == std::string::npos) return bad();
+  auto number = [](const std::string& digits, int64_t* out) {
+    if (digits.empty() || digits.size() > 18 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    *out = std::stoll(digits);
+    return true;
+  };
+  EntryCursor c;
+  if (!number(rest.substr(0, dot), &c.tuned_at_unix_ms) || !number(rest.substr(dot + 1), &c.id))
+    return bad();
+  return c;
+}
 
 // One request waiting for a job. Its callbacks are taken (answered) or cleared (detached) once;
 // clearing them also breaks the reference cycle with a caller that holds the Waiter.
@@ -101,6 +128,12 @@ StatusOr<std::unique_ptr<TransposeService>> TransposeService::Create(
       new TransposeService(std::move(backends), store, std::move(options)));
   for (const auto& d : service->devices_) {
     Status s = store->UpsertDevice(d);
+    if (!s.ok() && (!store->read_only().empty() || s.code() == StatusCode::kUnavailable)) {
+      // A read-only or locked database still serves its cache; the tune that saves an entry of
+      // this device records the device too.
+      spdlog::warn("device {} not recorded in the store: {}", d.index, s.ToString());
+      continue;
+    }
     if (!s.ok()) {
       service->Shutdown();
       return Status(s.code(), "registering device " + std::to_string(d.index) + " (" + d.name +
@@ -218,6 +251,20 @@ Status TransposeService::CheckProblem(const Problem& problem, int device) const 
   return Status::OK();
 }
 
+Status TransposeService::CheckQueueLocked(int device) const {
+  const auto& queue = queues_[device];
+  const int queued = static_cast<int>(queue.size());
+  if (queued < options_.max_queued_tunes) return Status::OK();
+  // Every queued tune and the running one may take up to their budget.
+  double wait = running_[device] ? running_[device]->options.budget_seconds : 0;
+  for (const auto& job : queue) wait += job->options.budget_seconds;
+  return Status::ResourceExhausted(
+      "device " + std::to_string(device) + ": " + std::to_string(queued) +
+      " tunes are already queued (at most " + std::to_string(options_.max_queued_tunes) +
+      ", --max-queued-tunes); retry in about " + std::to_string(static_cast<int>(wait + 1)) +
+      " s, or ask with policy CACHE_ONLY");
+}
+
 std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int device,
                                                                        const Problem& problem,
                                                                        TuneOptions options,
@@ -294,10 +341,14 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
         // before it leaves inflight_, so a second lookup under mu_ cannot miss a finished tune.
         second_lookup = store_->Lookup(fp, problem);
         if (second_lookup->ok() && !(*second_lookup)->has_value()) {
-          TuneOptions options = options_.tune;
-          options.budget_seconds = options_.tune_budget_seconds;
-          job = EnqueueLocked(device, problem, std::move(options), /*forced=*/false);
-          inflight_[key] = job;
+          if (Status full = CheckQueueLocked(device); !full.ok()) {
+            second_lookup = full;
+          } else {
+            TuneOptions options = options_.tune;
+            options.budget_seconds = options_.tune_budget_seconds;
+            job = EnqueueLocked(device, problem, std::move(options), /*forced=*/false);
+            inflight_[key] = job;
+          }
         }
       }
       if (job) waiter = JoinLocked(job, nullptr, std::move(done));
@@ -334,15 +385,18 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartTune(
   options.exhaustive = request.exhaustive;
 
   std::shared_ptr<Waiter> waiter;
+  Status queue_full;
   {
     MutexLock l(&mu_);
-    if (!shutdown_.load()) {
+    queue_full = CheckQueueLocked(device);
+    if (!shutdown_.load() && queue_full.ok()) {
       auto job = EnqueueLocked(device, request.problem, std::move(options), /*forced=*/true);
       // GetConfig requests arriving from now on join this tune unless one is already in flight.
       inflight_.emplace(job->key, job);
       waiter = JoinLocked(job, std::move(progress), std::move(done));
     }
   }
+  if (!queue_full.ok()) return fail(queue_full);
   if (!waiter) return fail(Status::Cancelled("the daemon is shutting down"));
   return waiter;
 }
@@ -427,7 +481,13 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       for (const auto& w : waiters)
         if (auto fn = w->progress()) fn(c, index, total);
     };
-    result = RunTune(*backends_[device], job->problem, job->options, on_progress, &job->cancel);
+    // A re-tune starts from the cached winner: it stays unless beaten side by side.
+    TuneOptions options = job->options;
+    if (auto previous = store_->Lookup(fingerprints_[device], job->problem);
+        previous.ok() && previous->has_value()) {
+      options.incumbent = (*previous)->best.name;
+    }
+    result = RunTune(*backends_[device], job->problem, options, on_progress, &job->cancel);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (result.ok()) {
@@ -441,9 +501,10 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       tunes_completed_.fetch_add(1);
       spdlog::info(
           "tune done device={} problem={} variant={} gbps={:.2f} ceiling_gbps={:.2f} "
-          "seconds={:.3f} tried={} valid={}",
+          "seconds={:.3f} tried={} of={} valid={} previous={} previous_kept={}",
           device, key, result->best.name, result->gbps(), result->ceiling_gbps(),
-          result->tune_seconds, result->tried, result->valid);
+          result->tune_seconds, result->tried, result->total, result->valid,
+          options.incumbent.empty() ? "-" : options.incumbent, result->incumbent_kept);
     } else {
       tunes_failed_.fetch_add(1);
       spdlog::info("tune failed device={} problem={} status={}", device, key,
@@ -501,6 +562,39 @@ StatusOr<std::vector<TuneResult>> TransposeService::ListEntries(const EntryQuery
       if (fingerprints_[i] == fp) e.device.index = static_cast<int>(i);
   }
   return entries;
+}
+
+StatusOr<EntryPage> TransposeService::ListEntryPage(const EntryQuery& query,
+                                                    bool include_candidates, int page_size,
+                                                    const std::string& page_token) {
+  if (page_size < 0)
+    return Status::InvalidArgument("page_size: must be >= 0 (0: " +
+                                   std::to_string(kDefaultPageSize) + "), got " +
+                                   std::to_string(page_size));
+  if (page_size == 0) page_size = kDefaultPageSize;
+  page_size = std::min(page_size, kMaxPageSize);
+  std::optional<EntryCursor> after;
+  if (!page_token.empty()) {
+    TR_ASSIGN_OR_RETURN(after, ParseEntryPageToken(page_token));
+  }
+  TR_ASSIGN_OR_RETURN(StoreFilter filter, ResolveQuery(query));
+  std::vector<EntryCursor> cursors;
+  // One more than the page: whether it exists says whether there is a next page.
+  TR_ASSIGN_OR_RETURN(auto entries, store_->List(filter, include_candidates, page_size + 1,
+                                                 after ? &*after : nullptr, &cursors));
+  EntryPage page;
+  page.more = static_cast<int>(entries.size()) > page_size;
+  if (page.more) entries.resize(page_size);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TuneResult& e = entries[i];
+    const std::string fp = e.device.Fingerprint();
+    e.device.index = -1;
+    for (size_t d = 0; d < fingerprints_.size(); ++d)
+      if (fingerprints_[d] == fp) e.device.index = static_cast<int>(d);
+    page.resume_tokens.push_back(EntryPageToken(cursors[i]));
+  }
+  page.entries = std::move(entries);
+  return page;
 }
 
 StatusOr<int64_t> TransposeService::DeleteEntries(const EntryQuery& query, bool all) {

@@ -98,6 +98,27 @@ struct ServiceOptions {
   double tune_budget_seconds = 20.0;  // default budget of one tune (TuneOptions::budget_seconds)
   TuneOptions tune;                   // everything else about a tune
   ServiceObserver* observer = nullptr;  // optional; must outlive the service
+  // Tunes waiting per device behind the running one; a new tune beyond this is refused with
+  // RESOURCE_EXHAUSTED and a retry hint (joining a queued or running tune is always possible).
+  int max_queued_tunes = 8;
+};
+
+// ListEntries pages: page_size 0 means kDefaultPageSize; larger than kMaxPageSize is cut to it.
+inline constexpr int kDefaultPageSize = 100;
+inline constexpr int kMaxPageSize = 1000;
+
+// One page of entries, newest first. resume_tokens[i] is the page token that continues right
+// after entries[i]; `more` says whether entries beyond the last one exist.
+struct EntryPage {
+  std::vector<TuneResult> entries;
+  std::vector<std::string> resume_tokens;
+  bool more = false;
+};
+
+// Page tokens: "e1.<tuned_at_unix_ms>.<entry id>", both decimal. Opaque to clients.
+std::string EntryPageToken(const EntryCursor& cursor);
+// INVALID_ARGUMENT "page_token: ..." for anything EntryPageToken did not write.
+StatusOr<EntryCursor> ParseEntryPageToken(const std::string& token);
 };
 
 // Observability; monotonically increasing.
@@ -156,6 +177,10 @@ class TransposeService {
   // live index of the entry's device, or -1 for a device this daemon does not have.
   StatusOr<std::vector<TuneResult>> ListEntries(const EntryQuery& query, bool include_candidates,
                                                 int limit);
+  // One page of the stored entries matching the query (page_size: see kDefaultPageSize),
+  // starting after `page_token` ("" : from the newest).
+  StatusOr<EntryPage> ListEntryPage(const EntryQuery& query, bool include_candidates,
+                                    int page_size, const std::string& page_token);
   // Deletes matching entries; an empty query is refused unless `all`.
   StatusOr<int64_t> DeleteEntries(const EntryQuery& query, bool all);
 
@@ -183,6 +208,8 @@ class TransposeService {
 
   // Validation common to GetConfig and Tune: device, problem, candidates.
   Status CheckProblem(const Problem& problem, int device) const;
+  // RESOURCE_EXHAUSTED with a retry hint when the device's queue is full.
+  Status CheckQueueLocked(int device) const REQUIRES(mu_);
   // Creates and enqueues a job.
   std::shared_ptr<Job> EnqueueLocked(int device, const Problem& problem, TuneOptions options,
                                      bool forced) REQUIRES(mu_);

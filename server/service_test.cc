@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <random>
 
 #include <chrono>
 #include <condition_variable>
@@ -630,6 +633,149 @@ TEST_F(ServiceTest, TuneBudgetMustBeFiniteAndBounded) {
         << a.status().message();
   }
   EXPECT_EQ(tracker_->Get(&Tracker::opens), 0);
+}
+
+}  // namespace
+}  // namespace transposed
+
+namespace transposed {
+namespace {
+
+// The tune queue of a device is bounded: a new tune beyond it is refused at once with a retry
+// hint, while joining a queued tune and cache lookups keep working.
+TEST_F(ServiceTest, TuneQueuePerDeviceIsBounded) {
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(MakeTracked(tracker_, ThreeCandidates()));
+  ServiceOptions o = FastOptions();
+  o.max_queued_tunes = 2;
+  auto s = TransposeService::Create(std::move(backends), store_.get(), o);
+  ASSERT_TRUE(s.ok());
+  service_ = std::move(s).value();
+  ASSERT_TRUE(service_->GetConfig(Req(P(16, 16))).ok());
+
+  tracker_->Hold();
+  std::vector<std::future<StatusOr<ConfigAnswer>>> pending;
+  pending.push_back(std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(64, 8))); }));
+  ASSERT_TRUE(tracker_->WaitActive(1));  // running
+  for (int64_t rows : {65, 66})          // queued
+    pending.push_back(
+        std::async(std::launch::async, [&, rows] { return service_->GetConfig(Req(P(rows, 8))); }));
+  std::this_thread::sleep_for(200ms);
+  auto refused = service_->GetConfig(Req(P(67, 8)));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("2 tunes are already queued"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("retry in about"), std::string::npos);
+  ForcedTuneRequest forced;
+  forced.problem = P(68, 8);
+  EXPECT_EQ(service_->Tune(forced, nullptr).status().code(), StatusCode::kResourceExhausted);
+  // Joining a queued tune is not a new tune; a hit is not a tune at all.
+  pending.push_back(std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(65, 8))); }));
+  auto hit = service_->GetConfig(Req(P(16, 16)));
+  ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+  tracker_->Release();
+  for (auto& f : pending) {
+    auto r = f.get();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+  }
+  // With the queue drained, the refused problem tunes.
+  EXPECT_TRUE(service_->GetConfig(Req(P(67, 8))).ok());
+}
+
+TEST_F(ServiceTest, ListEntriesIsPaginatedNewestFirst) {
+  Start();
+  for (int64_t rows = 1; rows <= 25; ++rows) ASSERT_TRUE(service_->GetConfig(Req(P(rows, 4))).ok());
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  int64_t last_tuned = std::numeric_limits<int64_t>::max();
+  do {
+    auto page = service_->ListEntryPage(EntryQuery{}, false, 10, token);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ++pages;
+    ASSERT_LE(page->entries.size(), 10u);
+    ASSERT_EQ(page->resume_tokens.size(), page->entries.size());
+    for (const auto& e : page->entries) {
+      EXPECT_LE(e.tuned_at_unix_ms, last_tuned);
+      last_tuned = e.tuned_at_unix_ms;
+      seen.push_back(e.problem.Key());
+    }
+    token = page->more ? page->resume_tokens.back() : "";
+  } while (!token.empty());
+  EXPECT_EQ(pages, 3);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
+  EXPECT_EQ(seen.size(), 25u);
+  // The default page and the cap.
+  auto all = service_->ListEntryPage(EntryQuery{}, false, 0, "");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->entries.size(), 25u);
+  EXPECT_FALSE(all->more);
+  EXPECT_EQ(service_->ListEntryPage(EntryQuery{}, false, -1, "").status().code(),
+            StatusCode::kInvalidArgument);
+  auto bad = service_->ListEntryPage(EntryQuery{}, false, 10, "e1.12x.3");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message().rfind("page_token: ", 0), 0u);
+}
+
+// Property: the page-token parser accepts exactly what EntryPageToken writes.
+TEST(EntryPageTokenTest, RoundTripsAndRefusesEverythingElse) {
+  std::mt19937_64 rng(2024);
+  for (int i = 0; i < 5000; ++i) {
+    EntryCursor c{static_cast<int64_t>(rng() % 4102444800000ULL),
+                  static_cast<int64_t>(rng() % 1000000000ULL)};
+    auto back = ParseEntryPageToken(EntryPageToken(c));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->tuned_at_unix_ms, c.tuned_at_unix_ms);
+    EXPECT_EQ(back->id, c.id);
+  }
+  const std::string alphabet = "e1.0123456789-+x \n\xff";
+  for (int i = 0; i < 20000; ++i) {
+    std::string s(rng() % 30, ' ');
+    for (char& ch : s) ch = alphabet[rng() % alphabet.size()];
+    auto r = ParseEntryPageToken(s);
+    if (r.ok()) {
+      EXPECT_EQ(EntryPageToken(*r).size() <= s.size(), true) << s;
+      EXPECT_GE(r->id, 0);
+      EXPECT_GE(r->tuned_at_unix_ms, 0);
+    } else {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+    }
+  }
+  for (const char* bad : {"", "e1.", "e1.1", "e1..1", "e1.1.", "e2.1.1", "e1.-1.1", "e1.1.1.1",
+                          "e1.1234567890123456789.1"})
+    EXPECT_FALSE(ParseEntryPageToken(bad).ok()) << bad;
+}
+
+}  // namespace
+}  // namespace transposed
+
+namespace transposed {
+namespace {
+
+// A forced re-tune whose budget reaches only the first candidate keeps the cached winner (it is
+// measured side by side), and the answer says how many candidates the budget allowed.
+TEST_F(ServiceTest, ReTuneWithASmallBudgetNeverDowngrades) {
+  std::vector<FakeCandidate> cands = {{"slow", {4e-3}}, {"medium", {2e-3}}, {"fast", {1e-3}}};
+  for (auto& c : cands) c.check_sleep_s = 0.02;
+  Start(cands);
+  auto first = service_->GetConfig(Req(P(128, 128)));
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->result.best.name, "fast");
+  ForcedTuneRequest again;
+  again.problem = P(128, 128);
+  again.budget_seconds = 0.001;
+  auto r = service_->Tune(again, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->result.best.name, "fast");
+  EXPECT_TRUE(r->result.incumbent_kept);
+  EXPECT_EQ(r->result.total, 3);
+  EXPECT_EQ(r->result.tried, 2);
+  auto cached = service_->GetConfig(Req(P(128, 128), /*cache_only=*/true));
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(cached->result.best.name, "fast");
 }
 
 }  // namespace

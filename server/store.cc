@@ -101,6 +101,11 @@ static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVers
               "one migration step per schema version");
 
 constexpr int kBusyTimeoutMs = 5000;
+// Reads wait at most this long for a lock (in WAL mode only a checkpoint or an exclusive lock
+// held elsewhere makes them wait at all); then UNAVAILABLE.
+constexpr int kReadBusyTimeoutMs = 250;
+#define TRANSPOSED_SCHEMA_VERSION_TEXT "1"
+static_assert(Store::kSchemaVersion == 1, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -113,8 +118,26 @@ std::string SqliteError(sqlite3* db) {
          std::to_string(sqlite3_extended_errcode(db)) + ")";
 }
 
+// A failed call's Status: UNAVAILABLE when another connection or process holds a lock (worth a
+// retry), FAILED_PRECONDITION when the file cannot be written, INTERNAL otherwise.
+Status ErrorStatus(sqlite3* db, const std::string& message) {
+  switch (sqlite3_extended_errcode(db) & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Status::Unavailable(message + " (the database is locked by another connection or "
+                                           "process; retry later)");
+    case SQLITE_READONLY:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+      return Status::FailedPrecondition(message);
+    default:
+      return Status::Internal(message);
+  }
+}
+
 Status Internal(sqlite3* db, const std::string& what) {
-  return Status::Internal("store: " + what + ": " + SqliteError(db));
+  return ErrorStatus(db, "store: " + what + ": " + SqliteError(db));
 }
 
 // A prepared statement; finalized on destruction. Values are only ever bound, never spliced.
@@ -188,7 +211,14 @@ Status Exec(sqlite3* db, const char* sql) {
   if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errmsg(db);
     sqlite3_free(err);
-    return Status::Internal(std::string("store: ") + sql + ": " + msg);
+    // Quote only the start of the statement: a migration is dozens of lines.
+    std::string head(sql);
+    const size_t first = head.find_first_not_of(" \n");
+    head = first == std::string::npos ? "" : head.substr(first);
+    if (head.size() > 60) head = head.substr(0, 60) + "...";
+    for (char& c : head)
+      if (c == '\n') c = ' ';
+    return ErrorStatus(db, "store: \"" + head + "\": " + msg);
   }
   return Status::OK();
 }
@@ -590,9 +620,132 @@ bool StoreFilter::empty() const {
 
 Store::Store(sqlite3* db) : db_(db) {}
 
-Store::~Store() { sqlite3_close_v2(db_); }
+Store::~Store() {
+  {
+    MutexLock lock(&read_mu_);
+    if (rdb_ != nullptr) sqlite3_close_v2(rdb_);
+  }
+  MutexLock lock(&mu_);
+  sqlite3_close_v2(db_);
+}
+
+template <typename Fn>
+auto Store::OnReader(Fn&& fn) -> decltype(fn(static_cast<sqlite3*>(nullptr))) {
+  {
+    MutexLock lock(&read_mu_);
+    if (rdb_ != nullptr) return fn(rdb_);
+  }
+  MutexLock lock(&mu_);
+  return fn(db_);
+}
+
+Status Store::CheckWritable() const {
+  if (read_only_reason_.empty()) return Status::OK();
+  return Status::FailedPrecondition("store: the database is read-only (" + read_only_reason_ +
+                                    "): nothing is written");
+}
+
+namespace {
+
+// "file:" URI of a path, for opening it read-only.
+std::string FileUri(const std::string& path, bool immutable) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      uri += '%';
+      uri += kHex[c >> 4];
+      uri += kHex[c & 0xf];
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  return uri + (immutable ? "?mode=ro&immutable=1" : "?mode=ro");
+}
+
+// The columns of every table the migrations create, to recognise a schema restored without its
+// user_version (sqlite3 .dump writes none): "table(col,col,...);..." in name order.
+StatusOr<std::string> SchemaShape(sqlite3* db) {
+  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, R"sql(
+SELECT m.name, group_concat(p.name, ',') FROM sqlite_master m, pragma_table_info(m.name) p
+WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' GROUP BY m.name ORDER BY m.name
+)sql"));
+  std::string shape;
+  while (true) {
+    TR_ASSIGN_OR_RETURN(bool row, st->Step());
+    if (!row) break;
+    shape += st->Text(0) + "(" + st->Text(1) + ");";
+  }
+  return shape;
+}
+
+StatusOr<std::string> CurrentSchemaShape() {
+  sqlite3* mem = nullptr;
+  if (sqlite3_open(":memory:", &mem) != SQLITE_OK) {
+    sqlite3_close(mem);
+    return Status::Internal("store: cannot open an in-memory database");
+  }
+  Status s;
+  for (const char* step : kMigrations) {
+    s = Exec(mem, step);
+    if (!s.ok()) break;
+  }
+  StatusOr<std::string> shape = s.ok() ? SchemaShape(mem) : StatusOr<std::string>(s);
+  sqlite3_close(mem);
+  return shape;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path,
+                                                     const std::string& reason) {
+  Status last;
+  for (bool immutable : {false, true}) {
+    sqlite3* db = nullptr;
+    const int rc = sqlite3_open_v2(FileUri(path, immutable).c_str(), &db,
+                                   SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX,
+                                   nullptr);
+    if (rc != SQLITE_OK) {
+      last = Status::FailedPrecondition(db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+      sqlite3_close_v2(db);
+      continue;
+    }
+    std::unique_ptr<Store> store(new Store(db));
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, kReadBusyTimeoutMs);
+    auto version = QueryInt(db, "PRAGMA user_version");
+    if (!version.ok()) {
+      last = version.status();
+      continue;
+    }
+    if (*version != kSchemaVersion) {
+      auto shape = SchemaShape(db);
+      auto want = CurrentSchemaShape();
+      if (!(*version == 0 && shape.ok() && want.ok() && *shape == *want)) {
+        last = Status::FailedPrecondition("schema version " + std::to_string(*version) +
+                                          ", this build reads " + std::to_string(kSchemaVersion));
+        continue;
+      }
+    }
+    store->read_only_reason_ = reason;
+    return store;
+  }
+  return last;
+}
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  auto store = OpenWritable(path);
+  if (store.ok() || IsMemoryPath(path) || path.empty()) return store;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return store;
+  // The file exists but cannot be opened for writing (read-only file or directory, full disk,
+  // locked, newer schema...): serve what it holds, read-only, if it is a database we can read.
+  auto ro = OpenReadOnly(path, store.status().message());
+  if (!ro.ok()) return store;
+  return ro;
+}
+
+StatusOr<std::unique_ptr<Store>> Store::OpenWritable(const std::string& path) {
   if (path.empty()) return Status::InvalidArgument("store: empty database path");
   if (!IsMemoryPath(path)) {
     std::filesystem::path p(path);
@@ -649,14 +802,31 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
     if (!s.ok()) return fail(s);
   }
 
-  // Migrate from the version read again inside the write transaction, so that two processes
-  // opening a fresh file at once apply each step exactly once.
-  Status migrated = InTransaction(db, [db, &path]() -> Status {
+  // A current file needs no write to open (so a lock held elsewhere does not stop the start).
+  // Otherwise migrate from the version read again inside the write transaction, so that two
+  // processes opening a fresh file at once apply each step exactly once.
+  auto migrate = [db, &path]() -> Status {
     TR_ASSIGN_OR_RETURN(int64_t v, QueryInt(db, "PRAGMA user_version"));
     if (v > kSchemaVersion) {
       return Status::FailedPrecondition(
           "store: database " + path + " has schema version " + std::to_string(v) +
           ", newer than this build's schema version " + std::to_string(kSchemaVersion));
+    }
+    if (v == 0) {
+      // Tables without a version: a restore of `sqlite3 .dump` output (which does not carry
+      // user_version). Adopt them if they are exactly this build's schema.
+      TR_ASSIGN_OR_RETURN(std::string shape, SchemaShape(db));
+      if (!shape.empty()) {
+        TR_ASSIGN_OR_RETURN(std::string want, CurrentSchemaShape());
+        if (shape != want) {
+          return Status::FailedPrecondition(
+              "store: database " + path +
+              " has tables but no schema version (user_version 0), and they are not schema "
+              "version " + std::to_string(kSchemaVersion) + " of this build: has " +
+              shape.substr(0, 200) + (shape.size() > 200 ? "..." : ""));
+        }
+        return Exec(db, "PRAGMA user_version = " TRANSPOSED_SCHEMA_VERSION_TEXT);
+      }
     }
     for (int64_t step = v; step < kSchemaVersion; ++step) {
       Status s = Exec(db, kMigrations[step]);
@@ -666,12 +836,28 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       }
     }
     return Status::OK();
-  });
+  };
+  Status migrated = *version == kSchemaVersion ? Status::OK() : InTransaction(db, migrate);
   if (!migrated.ok()) return migrated;
+  if (!IsMemoryPath(path)) {
+    // Lookups and listings read on their own connection, so they never queue behind a write
+    // waiting for a lock (nor behind the store's write mutex).
+    sqlite3* rdb = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX,
+                        nullptr) == SQLITE_OK) {
+      sqlite3_extended_result_codes(rdb, 1);
+      sqlite3_busy_timeout(rdb, kReadBusyTimeoutMs);
+      MutexLock lock(&store->read_mu_);
+      store->rdb_ = rdb;
+    } else {
+      sqlite3_close_v2(rdb);  // reads share the write connection
+    }
+  }
   return store;
 }
 
 Status Store::UpsertDevice(const DeviceInfo& device) {
+  TR_RETURN_IF_ERROR(CheckWritable());
   MutexLock lock(&mu_);
   return UpsertDeviceLocked(db_, device, NowUnixMs());
 }
@@ -683,6 +869,7 @@ Status Store::SaveTune(const TuneResult& r) {
   }
   const std::string fingerprint = r.device.Fingerprint();
   const std::string key = r.problem.Key();
+  TR_RETURN_IF_ERROR(CheckWritable());
   MutexLock lock(&mu_);
   return InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
     TR_RETURN_IF_ERROR(UpsertDeviceLocked(db_, r.device, NowUnixMs()));
@@ -714,45 +901,57 @@ DELETE FROM entries WHERE device_fingerprint = ?1 AND problem_key = ?2
 
 StatusOr<std::optional<TuneResult>> Store::Lookup(const std::string& device_fingerprint,
                                                   const Problem& problem, bool include_candidates) {
-  MutexLock lock(&mu_);
-  TR_ASSIGN_OR_RETURN(
-      auto st, Stmt::Prepare(db_, EntrySelect() +
-                                      " WHERE e.device_fingerprint = ?1 AND e.problem_key = ?2"));
-  TR_RETURN_IF_ERROR(st->Bind(1, device_fingerprint));
-  TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
-  TR_ASSIGN_OR_RETURN(bool row, st->Step());
-  if (!row) return std::optional<TuneResult>();
-  int64_t entry_id = 0;
-  TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &entry_id));
-  if (include_candidates) TR_RETURN_IF_ERROR(ReadCandidates(db_, entry_id, &r.candidates));
-  return std::optional<TuneResult>(std::move(r));
+  return OnReader([&](sqlite3* db) -> StatusOr<std::optional<TuneResult>> {
+    TR_ASSIGN_OR_RETURN(
+        auto st, Stmt::Prepare(db, EntrySelect() +
+                                       " WHERE e.device_fingerprint = ?1 AND e.problem_key = ?2"));
+    TR_RETURN_IF_ERROR(st->Bind(1, device_fingerprint));
+    TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
+    TR_ASSIGN_OR_RETURN(bool row, st->Step());
+    if (!row) return std::optional<TuneResult>();
+    int64_t entry_id = 0;
+    TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &entry_id));
+    if (include_candidates) TR_RETURN_IF_ERROR(ReadCandidates(db, entry_id, &r.candidates));
+    return std::optional<TuneResult>(std::move(r));
+  });
 }
 
 StatusOr<std::vector<TuneResult>> Store::List(const StoreFilter& filter, bool include_candidates,
-                                              int limit) {
-  const Where where = BuildWhere(filter);
+                                              int limit, const EntryCursor* after,
+                                              std::vector<EntryCursor>* cursors) {
+  Where where = BuildWhere(filter);
+  if (after != nullptr) {
+    where.sql += where.binds.empty() ? " WHERE " : " AND ";
+    where.sql += "(e.tuned_at_unix_ms < ? OR (e.tuned_at_unix_ms = ? AND e.id < ?))";
+    const EntryCursor c = *after;
+    where.binds.push_back([c](Stmt& st, int i) { return st.Bind(i, c.tuned_at_unix_ms); });
+    where.binds.push_back([c](Stmt& st, int i) { return st.Bind(i, c.tuned_at_unix_ms); });
+    where.binds.push_back([c](Stmt& st, int i) { return st.Bind(i, c.id); });
+  }
   std::string sql = EntrySelect() + where.sql +
                     " ORDER BY e.tuned_at_unix_ms DESC, e.id DESC";
   if (limit > 0) sql += " LIMIT ?";
-  MutexLock lock(&mu_);
-  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, sql));
-  TR_RETURN_IF_ERROR(where.BindAll(*st));
-  if (limit > 0) TR_RETURN_IF_ERROR(st->Bind(static_cast<int>(where.binds.size()) + 1, limit));
-  std::vector<TuneResult> out;
-  std::vector<int64_t> ids;
-  while (true) {
-    TR_ASSIGN_OR_RETURN(bool row, st->Step());
-    if (!row) break;
-    int64_t id = 0;
-    TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &id));
-    out.push_back(std::move(r));
-    ids.push_back(id);
-  }
-  if (include_candidates) {
-    for (size_t i = 0; i < out.size(); ++i)
-      TR_RETURN_IF_ERROR(ReadCandidates(db_, ids[i], &out[i].candidates));
-  }
-  return out;
+  return OnReader([&](sqlite3* db) -> StatusOr<std::vector<TuneResult>> {
+    TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, sql));
+    TR_RETURN_IF_ERROR(where.BindAll(*st));
+    if (limit > 0) TR_RETURN_IF_ERROR(st->Bind(static_cast<int>(where.binds.size()) + 1, limit));
+    std::vector<TuneResult> out;
+    std::vector<int64_t> ids;
+    while (true) {
+      TR_ASSIGN_OR_RETURN(bool row, st->Step());
+      if (!row) break;
+      int64_t id = 0;
+      TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &id));
+      if (cursors != nullptr) cursors->push_back(EntryCursor{r.tuned_at_unix_ms, id});
+      out.push_back(std::move(r));
+      ids.push_back(id);
+    }
+    if (include_candidates) {
+      for (size_t i = 0; i < out.size(); ++i)
+        TR_RETURN_IF_ERROR(ReadCandidates(db, ids[i], &out[i].candidates));
+    }
+    return out;
+  });
 }
 
 StatusOr<int64_t> Store::Delete(const StoreFilter& filter) {
@@ -761,6 +960,7 @@ StatusOr<int64_t> Store::Delete(const StoreFilter& filter) {
       "DELETE FROM entries WHERE id IN (SELECT e.id FROM entries e JOIN devices d "
       "ON d.fingerprint = e.device_fingerprint" +
       where.sql + ")";
+  TR_RETURN_IF_ERROR(CheckWritable());
   MutexLock lock(&mu_);
   int64_t deleted = 0;
   TR_RETURN_IF_ERROR(InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
@@ -775,20 +975,21 @@ StatusOr<int64_t> Store::Delete(const StoreFilter& filter) {
 
 StatusOr<std::vector<DeviceInfo>> Store::Devices() {
   const auto& cols = DeviceColumns();
-  MutexLock lock(&mu_);
-  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, "SELECT " + ColumnList(cols, false) +
-                                                      " FROM devices ORDER BY first_seen_unix_ms, "
-                                                      "fingerprint"));
-  std::vector<DeviceInfo> out;
-  while (true) {
-    TR_ASSIGN_OR_RETURN(bool row, st->Step());
-    if (!row) break;
-    DeviceInfo d;
-    TR_ASSIGN_OR_RETURN(int next, ReadRow(*st, cols, 0, d));
-    (void)next;
-    out.push_back(std::move(d));
-  }
-  return out;
+  return OnReader([&](sqlite3* db) -> StatusOr<std::vector<DeviceInfo>> {
+    TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, "SELECT " + ColumnList(cols, false) +
+                                                       " FROM devices ORDER BY "
+                                                       "first_seen_unix_ms, fingerprint"));
+    std::vector<DeviceInfo> out;
+    while (true) {
+      TR_ASSIGN_OR_RETURN(bool row, st->Step());
+      if (!row) break;
+      DeviceInfo d;
+      TR_ASSIGN_OR_RETURN(int next, ReadRow(*st, cols, 0, d));
+      (void)next;
+      out.push_back(std::move(d));
+    }
+    return out;
+  });
 }
 
 }  // namespace transposed

@@ -5,13 +5,14 @@
 // WAL mode, a busy timeout, PRAGMA user_version with migrations; SaveTune writes one tune in one
 // transaction, so a crash leaves either the old state or the new one.
 //
-// Thread-safety: a Store is safe to use from many threads; calls are serialised internally on
-// one connection (each is short: tuning happens outside the store).
+// Thread-safety: a Store is safe to use from many threads. Writes are serialised on one
+// connection, reads on a second one (each call is short: tuning happens outside the store), so a
+// write that waits for a lock another process holds (busy timeout 5 s, then UNAVAILABLE) never
+// delays a lookup; a read waits at most 250 ms for a lock, then UNAVAILABLE.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,12 +41,22 @@ struct StoreFilter {
   bool empty() const;
 };
 
+// A position in the newest-first order of entries (List resumes strictly after it).
+struct EntryCursor {
+  int64_t tuned_at_unix_ms = 0;
+  int64_t id = 0;
+};
+
 class Store {
  public:
   static constexpr int kSchemaVersion = 1;
 
   // Opens (creating if needed) and migrates the database at `path`. ":memory:" works for tests.
-  // FAILED_PRECONDITION if the file's schema is newer than this build knows.
+  // FAILED_PRECONDITION if the file's schema is newer than this build knows. A file restored
+  // from `sqlite3 .dump` output (this schema, but user_version 0) is adopted. When an existing
+  // file cannot be opened for writing (read-only file or directory, full disk...) but can be read
+  // and has this schema, the store opens read-only: read_only() says why, every write answers
+  // FAILED_PRECONDITION.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
   ~Store();
 
@@ -57,18 +68,37 @@ class Store {
   StatusOr<std::optional<TuneResult>> Lookup(const std::string& device_fingerprint,
                                              const Problem& problem,
                                              bool include_candidates = false);
-  // Entries matching the filter, newest first; limit 0 = all.
+  // Entries matching the filter, newest first; limit 0 = all. With `after`, only entries after
+  // that cursor (keyset pagination); with `cursors`, each returned entry's cursor is appended.
   StatusOr<std::vector<TuneResult>> List(const StoreFilter& filter, bool include_candidates = false,
-                                         int limit = 0);
+                                         int limit = 0, const EntryCursor* after = nullptr,
+                                         std::vector<EntryCursor>* cursors = nullptr);
   // Deletes matching entries and their candidates; returns how many entries went.
   StatusOr<int64_t> Delete(const StoreFilter& filter);
   // All device identities ever recorded.
   StatusOr<std::vector<DeviceInfo>> Devices();
 
+  // Empty when writable; else why the store is read-only.
+  const std::string& read_only() const { return read_only_reason_; }
+
  private:
   explicit Store(sqlite3* db);
+  static StatusOr<std::unique_ptr<Store>> OpenWritable(const std::string& path);
+  static StatusOr<std::unique_ptr<Store>> OpenReadOnly(const std::string& path,
+                                                       const std::string& reason);
+  Status CheckWritable() const;
+  // Runs fn(connection) on the read connection under read_mu_, or, without one (":memory:", a
+  // read-only store), on the write connection under mu_.
+  template <typename Fn>
+  auto OnReader(Fn&& fn) -> decltype(fn(static_cast<sqlite3*>(nullptr)));
+
+  // Writes (and reads without a read connection) on db_ under mu_; reads on rdb_ under
+  // read_mu_, so that a write waiting for a lock held by another process never delays a lookup.
   Mutex mu_;
   sqlite3* const db_ GUARDED_BY(mu_);  // the pointer is set once; every use holds mu_
+  Mutex read_mu_;
+  sqlite3* rdb_ GUARDED_BY(read_mu_) = nullptr;  // set once by OpenWritable
+  std::string read_only_reason_;                 // set once by Open, before the store is shared
 };
 
 }  // namespace transposed

@@ -3,9 +3,16 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <future>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -650,6 +657,127 @@ TEST_F(StoreTest, ConcurrentSaveAndLookupFromEightThreads) {
   RawDb raw(path_);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM candidates"), kThreads * 3 * 3 + 4 * 2);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM devices"), 4);
+}
+
+}  // namespace
+}  // namespace transposed
+
+namespace transposed {
+namespace {
+
+// A backup made with `sqlite3 cache.db .dump` and restored with `sqlite3 new.db < dump.sql`
+// carries the schema and the rows but not PRAGMA user_version: the store adopts it.
+TEST_F(StoreTest, AcceptsADatabaseRestoredFromSqliteDump) {
+  const DeviceInfo dev = MakeDevice("GPU-dump");
+  {
+    auto store = OpenStore();
+    ASSERT_TRUE(store->SaveTune(MakeResult(dev, MakeProblem(512, 256), "tile32x32", 1000)).ok());
+  }
+  const std::string restored = dir_ + "/restored.db";
+  const std::string cmd = "sqlite3 '" + path_ + "' .dump | sqlite3 '" + restored + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  {
+    RawDb raw(restored);
+    ASSERT_EQ(raw.Int("PRAGMA user_version"), 0);
+  }
+  auto s = Store::Open(restored);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE((*s)->read_only().empty());
+  auto hit = (*s)->Lookup(dev.Fingerprint(), MakeProblem(512, 256));
+  ASSERT_TRUE(hit.ok());
+  ASSERT_TRUE(hit->has_value());
+  EXPECT_EQ((*hit)->best.name, "tile32x32");
+  s->reset();
+  RawDb raw(restored);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
+}
+
+TEST_F(StoreTest, TablesOfAnotherSchemaWithoutVersionAreRefusedBriefly) {
+  {
+    RawDb raw(path_);
+    raw.Exec("CREATE TABLE entries (id INTEGER PRIMARY KEY, something TEXT);");
+  }
+  auto s = Store::Open(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("no schema version"), std::string::npos)
+      << s.status().message();
+  EXPECT_LT(s.status().message().size(), 600u) << s.status().message();
+}
+
+// Runs `body` as an unprivileged user when the test runs as root (root writes any file), so that
+// file modes bind; returns what the body returned (its exit status).
+int AsUnprivileged(const std::function<int()>& body) {
+  if (geteuid() != 0) return body();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(100);
+    _exit(body());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 101;
+}
+
+// A database that cannot be written (read-only file in a read-only directory) opens read-only:
+// lookups work, writes answer FAILED_PRECONDITION naming the cause.
+TEST_F(StoreTest, ReadOnlyFileAndDirectoryOpenReadOnly) {
+  const DeviceInfo dev = MakeDevice("GPU-ro");
+  {
+    auto store = OpenStore();
+    ASSERT_TRUE(store->SaveTune(MakeResult(dev, MakeProblem(64, 64), "tile64x64", 1000)).ok());
+  }
+  ASSERT_EQ(chmod(path_.c_str(), 0444), 0);
+  ASSERT_EQ(chmod(dir_.c_str(), 0555), 0);
+  const std::string path = path_;
+  const int rc = AsUnprivileged([&]() -> int {
+    auto s = Store::Open(path);
+    if (!s.ok()) {
+      fprintf(stderr, "open: %s\n", s.status().ToString().c_str());
+      return 1;
+    }
+    if ((*s)->read_only().empty()) return 2;
+    auto hit = (*s)->Lookup(dev.Fingerprint(), MakeProblem(64, 64));
+    if (!hit.ok() || !hit->has_value() || (*hit)->best.name != "tile64x64") return 3;
+    Status w = (*s)->SaveTune(MakeResult(dev, MakeProblem(8, 8), "x", 2000));
+    if (w.code() != StatusCode::kFailedPrecondition) return 4;
+    if (w.message().find("read-only") == std::string::npos) return 5;
+    if ((*s)->Delete(StoreFilter{}).status().code() != StatusCode::kFailedPrecondition) return 6;
+    return 0;
+  });
+  chmod(dir_.c_str(), 0755);
+  chmod(path_.c_str(), 0644);
+  EXPECT_EQ(rc, 0);
+}
+
+// An outside process holding the write lock: writes answer UNAVAILABLE (not INTERNAL) after the
+// busy wait, and lookups never wait behind them.
+TEST_F(StoreTest, ForeignWriteLockMakesWritesUnavailableAndLookupsStayFast) {
+  const DeviceInfo dev = MakeDevice("GPU-lock");
+  auto store = OpenStore();
+  ASSERT_TRUE(store->SaveTune(MakeResult(dev, MakeProblem(64, 64), "tile64x64", 1000)).ok());
+  RawDb outside(path_);
+  outside.Exec("BEGIN IMMEDIATE; INSERT INTO devices (fingerprint, backend, uuid, name, "
+               "memory_bytes, library_version, first_seen_unix_ms, last_seen_unix_ms) VALUES "
+               "('x', 'cpu', 'u', 'n', 1, 'v', 0, 0);");
+  auto writer = std::async(std::launch::async, [&] {
+    return store->SaveTune(MakeResult(dev, MakeProblem(32, 32), "w", 2000));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the save is in its busy wait
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto hit = store->Lookup(dev.Fingerprint(), MakeProblem(64, 64));
+    ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+    ASSERT_TRUE(hit->has_value());
+  }
+  const double lookups_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(lookups_s, 1.0) << "lookups waited behind a write stuck on a foreign lock";
+  Status saved = writer.get();
+  EXPECT_EQ(saved.code(), StatusCode::kUnavailable) << saved.ToString();
+  EXPECT_NE(saved.message().find("locked"), std::string::npos) << saved.message();
+  outside.Exec("ROLLBACK;");
+  EXPECT_TRUE(store->SaveTune(MakeResult(dev, MakeProblem(32, 32), "w", 2000)).ok());
 }
 
 }  // namespace

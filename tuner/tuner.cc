@@ -115,6 +115,12 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
     result.ceiling = ceiling.ok() ? *ceiling : Measurement::Invalid(ceiling.status().ToString());
   }
 
+  // The incumbent of a re-tune, if the backend still offers it.
+  int incumbent = -1;
+  for (int i = 0; i < total && !options.incumbent.empty(); ++i)
+    if (candidates[i].name == options.incumbent) incumbent = i;
+  result.total = total;
+
   // Quick pass: check, then measure, every candidate in order until the budget is spent.
   result.candidates.resize(candidates.size());
   for (int i = 0; i < total; ++i) {
@@ -122,7 +128,8 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
     r.candidate = candidates[i];
     if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
     // The first candidate always runs, so that any budget yields a result.
-    if (i > 0 && SecondsSince(start) >= options.budget_seconds) {
+    // So does the incumbent: a small budget must not lose a known good winner.
+    if (i > 0 && i != incumbent && SecondsSince(start) >= options.budget_seconds) {
       r.phase = Phase::kSkipped;
       r.measurement = Measurement::Invalid("time budget exhausted");
     } else {
@@ -160,7 +167,7 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
   for (size_t k = 0; k < ranked.size(); ++k) {
     const double median = result.candidates[ranked[k]].measurement.median_s;
     if (options.exhaustive || static_cast<int>(k) < std::max(1, options.finalists) ||
-        median <= best_quick * (1.0 + options.finalist_margin)) {
+        median <= best_quick * (1.0 + options.finalist_margin) || ranked[k] == incumbent) {
       finalists.push_back(ranked[k]);
     }
   }
@@ -242,6 +249,7 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
   for (const CandidateResult& r : result.candidates) result.valid += r.measurement.valid ? 1 : 0;
   if (best < 0) return Status::NotFound(NotFoundMessage(problem, result.candidates));
 
+  result.incumbent_kept = best == incumbent;
   result.best = result.candidates[best].candidate;
   result.best_measurement = result.candidates[best].measurement;
   result.tune_seconds = SecondsSince(start);

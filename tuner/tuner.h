@@ -36,6 +36,9 @@ struct TuneOptions {
   int finalists = 4;              // how many leaders the final pass re-measures
   double finalist_margin = 0.15;  // ...plus any within this fraction of the quick-pass best
   double max_rel_spread = kMaxTrustedRelSpread;  // re-measure a winner spread wider than this
+  // The winner so far (a re-tune): measured whatever the budget and always a finalist, so that
+  // it stays the winner unless another candidate measures faster side by side with it.
+  std::string incumbent;
 };
 
 // Called once per candidate result as it completes: (result, 1-based index, quick-pass total).

@@ -400,3 +400,45 @@ TEST(TunerTest, RealCpuBackendTunesASmallProblemQuickly) {
 
 }  // namespace
 }  // namespace transposed
+
+namespace transposed {
+namespace {
+
+// A re-tune with a small budget keeps the previous winner unless another candidate beats it
+// side by side: the incumbent is measured whatever the budget and always reaches the final.
+TEST(TunerTest, SmallBudgetReTuneKeepsTheIncumbent) {
+  std::vector<FakeCandidate> cands;
+  for (int i = 0; i < 6; ++i) {
+    FakeCandidate c = Timed("c" + std::to_string(i), {1e-3 * (6 - i)});  // c5 is the fastest
+    c.check_sleep_s = 0.03;
+    cands.push_back(c);
+  }
+  FakeBackend backend(cands);
+  TuneOptions opt;
+  opt.budget_seconds = 0.001;
+  StatusOr<TuneResult> without = RunTune(backend, SmallProblem(), opt);
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(without->best.name, "c0");  // what a small budget alone picks: the slowest
+  EXPECT_EQ(without->total, 6);
+  EXPECT_FALSE(without->incumbent_kept);
+
+  opt.incumbent = "c5";
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "c5");
+  EXPECT_TRUE(r->incumbent_kept);
+  EXPECT_EQ(r->total, 6);
+  EXPECT_EQ(r->tried, 2);  // the first candidate and the incumbent
+  EXPECT_EQ(r->candidates[5].phase, Phase::kFinal);
+
+  // A faster newcomer measured side by side still wins over the incumbent.
+  opt.incumbent = "c1";
+  opt.budget_seconds = 60;
+  r = RunTune(backend, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->best.name, "c5");
+  EXPECT_FALSE(r->incumbent_kept);
+}
+
+}  // namespace
+}  // namespace transposed
