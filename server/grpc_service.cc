@@ -1,5 +1,7 @@
 #include "server/grpc_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -41,7 +43,18 @@ const Status& ClientGone() {
   return *s;
 }
 
+// The most bytes of entries one ListEntries answer carries (a default client accepts 4 MiB).
+constexpr size_t kMaxListReplyBytes = 3 << 20;
+
 }  // namespace
+
+Status GrpcTransposer::Authorize(const char* method,
+                                 const grpc::CallbackServerContext* context) const {
+  Status s = gate_.Authorize(method, *context);
+  if (!s.ok())
+    spdlog::warn("rpc={} peer={} refused status={}", method, Quote(context->peer()), s.ToString());
+  return s;
+}
 
 // One GetConfig call. Owned by shared_ptrs: its own (dropped in OnDone) and the service's
 // callback (dropped when answered or detached); `finished_` picks the one answer that is sent.

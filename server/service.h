@@ -119,7 +119,6 @@ struct EntryPage {
 std::string EntryPageToken(const EntryCursor& cursor);
 // INVALID_ARGUMENT "page_token: ..." for anything EntryPageToken did not write.
 StatusOr<EntryCursor> ParseEntryPageToken(const std::string& token);
-};
 
 // Observability; monotonically increasing.
 struct ServiceCounters {
