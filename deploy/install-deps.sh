@@ -24,9 +24,10 @@ PKGS=(
   libgtest-dev libgmock-dev
   python3 python3-grpcio python3-protobuf python3-pip python3-setuptools
 )
-# Tests only: clang checks the thread-safety annotations (deploy/thread-safety.sh).
+# Tests only: clang checks the thread-safety annotations (deploy/thread-safety.sh); openssl makes
+# the TLS/mTLS certificates of the security tests (server/security_e2e_test.cc).
 if [ "$BUILD_ONLY" -eq 0 ]; then
-  PKGS+=(clang)
+  PKGS+=(clang openssl)
 fi
 # Tests only: node and npm run the Kubernetes manifest validator (deploy/kubernetes/validate/).
 # A node that is already installed (from any source) is used as it is.
