@@ -21,7 +21,7 @@ namespace transposed::kernels::internal {
 
 template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
 struct TileAgent {
-  static constexpr TileGeometry kG = TileGeometry::Make(E, TR, TC, BR, VB, PAD, SWZ);
+  static constexpr TileGeometry kG = TileGeometry::Make(E, TR, TC, BR, VB, PAD, SWZ, RA && !SWZ);
   static_assert(kG.Invalid() == nullptr, "inconsistent tile geometry");
   static_assert(!RA || kG.RealignInvalid() == nullptr, "inconsistent realign geometry");
   static constexpr int NT = kG.nt, U = kG.u, V = kG.v, W = kG.w, SU = kG.su;
@@ -33,10 +33,13 @@ struct TileAgent {
   static constexpr bool kWriteExact = kG.write_units % NT == 0;
   static constexpr int RS = kG.load_row_step();     // tile rows per load step
   static constexpr int OS = kG.write_group_step();  // column groups per write step
-  // Realigning pad-layout tiles with one element per unit row (W == 1) gather each output window
-  // straight from the rows it covers (shifted by the output row's misalignment), so V guard rows
-  // above and below the tile keep those reads inside the array (their bytes are never stored).
-  static constexpr bool kShiftGather = RA && W == 1 && !SWZ;
+  // Realigning pad-layout tiles ("shifted rows"): every tile row is stored in shared memory
+  // shifted by its own misalignment (LoadShifted), so element (r, c) is at Offset(r, c * E) as in
+  // any tile; each output window is then gathered straight from the rows it covers (shifted by the
+  // output row's misalignment), so V guard rows above and below the tile keep those reads inside
+  // the array (their bytes are never stored). Elements are unpacked (W == 1) at every size.
+  static constexpr bool kShiftGather = RA && !SWZ;
+  static_assert(!kShiftGather || W == 1, "shifted tiles gather unpacked elements");
   static constexpr int kGuard = kShiftGather ? V * kG.s : 0;
   // Shared bytes of one buffer (guard rows included; the tile starts kGuard bytes in).
   static constexpr int kSmemBytes = kG.smem + 2 * kGuard;
@@ -119,6 +122,66 @@ struct TileAgent {
     }
   }
 
+  // ---- Phases 1+2 of the shifted tile: every tile row as its aligned 16-byte windows (all
+  // loads in flight first), each stored at its row's misalignment (PlaceWindow, tile_math.h):
+  // thread tid loads window LoadCol(tid) of rows LoadRow(tid, k); the last window of row r,
+  // needed when the row is misaligned, is thread r's.
+  __device__ __forceinline__ void LoadShifted(const Tile& t, unsigned char* sm) const {
+    constexpr TileGeometry G = kG;
+    const int vc = G.LoadCol(tid), lr0 = G.LoadRow(tid, 0);
+    const unsigned char* rin = t.in + static_cast<int64_t>(lr0) * a.ldi * E;
+    const int64_t gstep = static_cast<int64_t>(RS) * a.ldi * E;
+    uint32_t buf[NL][4];
+#pragma unroll
+    for (int k = 0; k < NL; ++k) {
+      const unsigned char* row = rin + k * gstep;
+      const int o = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
+      LoadWords<16>(row - o + 16 * vc, buf[k]);
+    }
+    for (int r = tid; r < TR; r += NT) {
+      const unsigned char* row = t.in + static_cast<int64_t>(r) * a.ldi * E;
+      const int o = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
+      if (o != 0) {
+        uint32_t x[4];
+        LoadWords<16>(row - o + 16 * UPR, x);
+        PlaceWindow(sm + G.Offset(r, 0), G.tcb, 16 * UPR - o, x, false, true);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < NL; ++k) {
+      const int o = static_cast<int>(reinterpret_cast<uintptr_t>(rin + k * gstep) & 15);
+      PlaceWindow(sm + G.Offset(lr0 + k * RS, 0), G.tcb, 16 * vc - o, buf[k], vc == 0, false);
+    }
+  }
+
+  // ---- Phase 3 of the shifted tile: step k of thread tid writes window ShiftLane(tid, k) of
+  // output row ShiftCol(tid, k). The row's segment starts p bytes past a 16-byte boundary;
+  // window ov is the aligned 16 bytes at segment - p + 16 ov, i.e. tile rows ov V - p / E + j,
+  // gathered from the shifted rows; the first window's head and the last window's tail belong
+  // to the neighbouring tiles and are left to them.
+  __device__ __forceinline__ void WriteShifted(const Tile& t, const unsigned char* sm) const {
+    constexpr TileGeometry G = kG;
+#pragma unroll
+    for (int k = 0; k < G.shift_steps(); ++k) {
+      const int c = G.ShiftCol(tid, k), ov = G.ShiftLane(tid, k);
+      unsigned char* seg = t.out + static_cast<int64_t>(c) * a.ldo * E;
+      const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+      const unsigned char* src = sm + G.Offset(ov * V - p / E, c * E);
+      unsigned char* base = seg - p + 16 * ov;
+      uint32_t win[4];
+      GatherWindow<E>(src, G.s, win);
+      if (p == 0 || ov != 0) {
+        StoreWords<16>(base, win);
+      } else {
+        StoreWindowRange<E>(base, win, p, 16);
+      }
+      if (p != 0 && ov == G.g - 1) {
+        GatherWindow<E>(src + V * G.s, G.s, win);
+        StoreWindowRange<E>(base + 16, win, 0, p);
+      }
+    }
+  }
+
   // ---- Phase 2 (synchronous): registers -> shared, in the policy's layout.
   __device__ __forceinline__ void StoreToShared(const uint32_t (&buf)[NL][UW],
                                                 unsigned char* sm) const {
@@ -173,30 +236,7 @@ struct TileAgent {
           const unsigned char* src = sm + G.Offset(ov * V, owg * E);
 #pragma unroll
           for (int j = 0; j < V; ++j) LoadWords<E>(src + j * G.s, o + j * (E >= 4 ? E / 4 : 0));
-          if constexpr (kShiftGather) {
-            unsigned char* seg = dst - ov * U;
-            const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-            if (p == 0) {
-              StoreWords<16>(dst, o);
-            } else {
-              // Window ov of the output row holds elements ov * V - p / E + j.
-              const unsigned char* wsrc = src - (p / E) * G.s;
-              uint32_t win[4];
-#pragma unroll
-              for (int j = 0; j < V; ++j) LoadWords<E>(wsrc + j * G.s, win + j * (E / 4));
-              unsigned char* base = dst - p;
-              if (ov != 0) {
-                StoreWords<16>(base, win);
-              } else {
-                StoreWindowRange<E>(base, win, p, 16);
-              }
-              if (ov == G.g - 1) {
-#pragma unroll
-                for (int j = 0; j < V; ++j) LoadWords<E>(wsrc + (V + j) * G.s, win + j * (E / 4));
-                StoreWindowRange<E>(base + 16, win, 0, p);
-              }
-            }
-          } else if constexpr (RA) {
+          if constexpr (RA) {
             StoreRowRealigned<E, G.g>(dst - ov * U, ov, o);
           } else {
             StoreWords<U>(dst, o);
@@ -257,11 +297,17 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
       for (int64_t tx = blockIdx.x; tx < ntc; tx += gridDim.x) {
         const typename Agent::Tile t = agent.At(z, ty, tx);
         if (agent.Interior(t)) {
-          uint32_t buf[Agent::NL][Agent::UW];
-          agent.LoadTile(t, buf);
-          agent.StoreToShared(buf, sm);
-          __syncthreads();
-          agent.WriteTile(t, sm);
+          if constexpr (Agent::kShiftGather) {
+            agent.LoadShifted(t, sm);
+            __syncthreads();
+            agent.WriteShifted(t, sm);
+          } else {
+            uint32_t buf[Agent::NL][Agent::UW];
+            agent.LoadTile(t, buf);
+            agent.StoreToShared(buf, sm);
+            __syncthreads();
+            agent.WriteTile(t, sm);
+          }
         } else {
           agent.EdgeTile(t, sm);
         }

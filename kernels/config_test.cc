@@ -233,7 +233,8 @@ TEST(Family, EveryTileGeometryIsConsistent) {
     for (const TransposeConfig& c : FamilyConfigs(e)) {
       if (c.algorithm != Algorithm::kTile) continue;
       const TileGeometry g = TileGeometry::Make(e, c.tile_rows, c.tile_cols, c.block_rows,
-                                                c.vec_bytes, c.pad, c.swizzle);
+                                                c.vec_bytes, c.pad, c.swizzle,
+                                                c.realign && !c.swizzle);
       EXPECT_EQ(g.Invalid(), nullptr) << c.Name() << " e=" << e << ": " << g.Invalid();
       if (c.realign)
         EXPECT_EQ(g.RealignInvalid(), nullptr)

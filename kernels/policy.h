@@ -60,7 +60,7 @@ struct TilePolicy {
   constexpr bool swizzled() const { return smem.kind == Smem::kSwizzle; }
   constexpr TileGeometry Geometry() const {
     return TileGeometry::Make(elem, tile_rows, tile_cols, block_rows, vec_bytes, smem.pad,
-                              swizzled() ? 1 : 0);
+                              swizzled() ? 1 : 0, realign && !swizzled() ? 1 : 0);
   }
   // nullptr when the policy is consistent, else why not.
   constexpr const char* Invalid() const {
@@ -210,6 +210,10 @@ inline constexpr Policy kFamily[] = {
     Tile(1, 128, 128, 4, 16, Pad(4)),
     Tile(1, 128, 256, 16, 16, Swizzle()),
     Realign(1, 256, 64, 8, Pad(4)),
+    Realign(1, 128, 128, 8, Pad(4)),
+    Realign(1, 256, 128, 8, Pad(4)),
+    Realign(1, 128, 64, 8, Pad(4)),
+    Realign(1, 256, 64, 16, Pad(4)),
     Async(1, 128, 128, 4, 2),
     Async(1, 128, 128, 8, 2),
     Skinny(1, 512, 8),
@@ -243,6 +247,9 @@ inline constexpr Policy kFamily[] = {
     Tile(2, 128, 64, 4, 16, Swizzle()),
     Tile(2, 256, 32, 16, 0, Pad(1)),
     Realign(2, 256, 64, 8, Pad(2)),
+    Realign(2, 128, 64, 8, Pad(2)),
+    Realign(2, 128, 128, 8, Pad(2)),
+    Realign(2, 64, 128, 8, Pad(2)),
     Async(2, 128, 64, 4, 2),
     Async(2, 128, 64, 8, 2),
     Skinny(2, 256, 8),
@@ -278,7 +285,12 @@ inline constexpr Policy kFamily[] = {
     Tile(4, 128, 32, 16, 0, Pad(1)),
     Tile(4, 128, 16, 16, 0, Pad(1)),
     Tile(4, 64, 32, 16, 0, Pad(1)),
-    Realign(4, 128, 32, 8, Pad(1)),
+    Realign(4, 128, 32, 8, Pad(2)),
+    Realign(4, 64, 64, 8, Pad(2)),
+    Realign(4, 64, 32, 8, Pad(2)),
+    Realign(4, 128, 32, 16, Pad(2)),
+    Realign(4, 64, 64, 4, Pad(2)),
+    Realign(4, 128, 64, 8, Pad(2)),
     Realign(4, 64, 64, 8, Swizzle()),
     Async(4, 64, 64, 4, 2),
     Async(4, 64, 64, 8, 2),
@@ -311,7 +323,10 @@ inline constexpr Policy kFamily[] = {
     Tile(8, 64, 32, 4, 16, Swizzle()),
     Tile(8, 128, 32, 16, 0, Pad(1)),
     Tile(8, 128, 16, 16, 0, Pad(1)),
-    Realign(8, 64, 32, 8, Pad(1)),
+    Realign(8, 64, 32, 8, Pad(2)),
+    Realign(8, 32, 32, 8, Pad(2)),
+    Realign(8, 64, 16, 8, Pad(2)),
+    Realign(8, 64, 32, 16, Pad(2)),
     Realign(8, 32, 32, 8, Swizzle()),
     Async(8, 64, 32, 4, 2),
     Async(8, 64, 32, 8, 2),

@@ -108,9 +108,13 @@ struct TileGeometry {
   int su = 0;    // shared store width in the load phase
   int load_units = 0;
   int write_units = 0;
+  // Realigning pad-layout tiles ("shifted rows", see ShiftedWindow below): elements unpacked
+  // (w == 1 for every element size) and the write phase mapped as warps of `cw` output rows x
+  // 32 / cw neighbouring windows (ShiftCol / ShiftLane); 0 otherwise.
+  int cw = 0;
 
   static constexpr TileGeometry Make(int e, int tr, int tc, int block_rows, int vec_bytes, int pad,
-                                     int swizzle) {
+                                     int swizzle, int shift = 0) {
     TileGeometry t;
     t.e = e;
     t.tr = tr;
@@ -120,8 +124,13 @@ struct TileGeometry {
     t.swz = swizzle != 0;
     t.u = t.vec ? vec_bytes : e;
     t.v = t.u / e;
-    t.w = (t.vec && e < 4) ? 4 / e : 1;
-    t.r = (t.vec && e < 4) ? 4 : e;
+    const bool packed = t.vec && e < 4 && shift == 0;
+    t.w = packed ? 4 / e : 1;
+    t.r = packed ? 4 : e;
+    // Output rows per warp of the shifted write: with the pads of the family's rows (2 elements,
+    // 4 for bytes) a warp's element reads hit distinct banks (1-2 way for 1- and 2-byte
+    // elements) whatever the misalignment of its output rows (tile_math_test checks it).
+    t.cw = shift != 0 ? (e == 1 ? 16 : 8) : 0;
     t.tcb = tc * e;
     t.s = t.tcb + (t.swz ? 0 : pad * e);
     t.smem = tr * t.s;
@@ -171,7 +180,26 @@ struct TileGeometry {
       return "realign needs every thread in every load and write step";
     if (w == 1 && !swz && smem + 2 * v * s > 48 * 1024)
       return "shared memory with guard rows over 48 KiB";
+    if (cw != 0) {
+      if (tc % cw != 0 || g % (32 / cw) != 0)
+        return "shifted write needs whole warps of cw output rows x 32/cw windows";
+      if ((tc / cw) * (g / (32 / cw)) % (nt / 32) != 0)
+        return "shifted write needs every warp in every write step";
+      if (s % 4 != 0) return "shifted rows need 4-byte aligned shared rows";
+    }
     return nullptr;
+  }
+  // ---- Write mapping of the shifted (realigning pad-layout) tile: step k of thread tid gathers
+  // window ShiftLane(tid, k) (0 .. g-1) of output row ShiftCol(tid, k) (0 .. tc-1). A warp
+  // covers cw output rows x 32 / cw neighbouring windows of each.
+  constexpr int shift_steps() const { return cw > 0 ? (tc / cw) * (g / (32 / cw)) / (nt / 32) : 0; }
+  TR_HD constexpr int ShiftCol(int tid, int k) const {
+    const int t = tid / 32 + k * (nt / 32);
+    return (t % (tc / cw)) * cw + (tid % 32) % cw;
+  }
+  TR_HD constexpr int ShiftLane(int tid, int k) const {
+    const int t = tid / 32 + k * (nt / 32);
+    return (t / (tc / cw)) * (32 / cw) + (tid % 32) / cw;
   }
 
   // Extra rules of the persistent double-buffered variant (async == 2; nullptr when they hold):
@@ -252,6 +280,76 @@ TR_HD constexpr void Realign16(const uint32_t a[4], const uint32_t b[4], int o, 
   out[1] = FunnelBytes(d1, d2, bs);
   out[2] = FunnelBytes(d2, d3, bs);
   out[3] = FunnelBytes(d3, d4, bs);
+}
+
+// ---- Shifted rows (realigning pad-layout tiles). A tile row of `tcb` bytes that starts o bytes
+// (0 <= o < 16) past a 16-byte boundary is read as aligned 16-byte windows k = 0 .. tcb / 16
+// (the last only when o != 0); window k holds the row's bytes 16k - o .. 16k - o + 15. Each
+// window is stored into the row's shared copy at row + 16k - o, keeping the bytes that fall in
+// [0, tcb): as 4-byte aligned words (funnel shifts of neighbouring window words when the
+// destination is not word aligned) plus, then, a 1-3 byte head and tail. Afterwards element c of
+// the row is at row + c * E whatever o was, with no shuffles or selects.
+//   row      the row's first byte in shared memory (4-byte aligned)
+//   at       16k - o: where window byte 0 goes, relative to row (negative for k = 0, o != 0)
+//   w        the window, 4 little-endian words
+// check_lo / check_hi: whether bytes may fall before 0 (k = 0) / at or past tcb (the last
+// window); the windows in between store everything.
+TR_HD void PlaceWindow(unsigned char* row, int tcb, int at, const uint32_t w[4], bool check_lo,
+                       bool check_hi) {
+  unsigned char* const dst = row + at;
+  const int s = static_cast<int>((4 - (reinterpret_cast<uintptr_t>(dst) & 3)) & 3);
+  auto keep = [&](int pos, int n) {
+    return (!check_lo || pos >= 0) && (!check_hi || pos + n <= tcb);
+  };
+  if (s == 0) {
+    TR_UNROLL
+    for (int i = 0; i < 4; ++i)
+      if (keep(at + 4 * i, 4)) *reinterpret_cast<uint32_t*>(dst + 4 * i) = w[i];
+    return;
+  }
+  // Head: window bytes 0 .. s-1 end at the word boundary dst + s.
+  if (keep(at, s)) {
+    if (s & 1) *dst = static_cast<unsigned char>(w[0]);
+    if (s & 2) *reinterpret_cast<uint16_t*>(dst + (s & 1)) = static_cast<uint16_t>(w[0] >> (8 * (s & 1)));
+  }
+  TR_UNROLL
+  for (int i = 0; i < 3; ++i)
+    if (keep(at + s + 4 * i, 4))
+      *reinterpret_cast<uint32_t*>(dst + s + 4 * i) = FunnelBytes(w[i], w[i + 1], s);
+  // Tail: window bytes 12 + s .. 15 start at the word boundary dst + 12 + s.
+  if (keep(at + 12 + s, 4 - s)) {
+    const uint32_t t = w[3] >> (8 * s);
+    unsigned char* const p = dst + 12 + s;
+    if ((4 - s) & 2) *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(t);
+    if ((4 - s) & 1) p[(4 - s) & 2] = static_cast<unsigned char>(t >> (8 * ((4 - s) & 2)));
+  }
+}
+
+// Gathers one 16-byte output window from a shifted tile: elements j = 0 .. 16/E - 1 at
+// col + j * stride (col: the element of the window's first input row), packed little-endian.
+template <int E>
+TR_HD void GatherWindow(const unsigned char* col, int stride, uint32_t w[4]) {
+  if constexpr (E >= 4) {
+    TR_UNROLL
+    for (int j = 0; j < 16 / E; ++j)
+      TR_UNROLL
+      for (int i = 0; i < E / 4; ++i)
+        w[j * (E / 4) + i] = reinterpret_cast<const uint32_t*>(col + j * stride)[i];
+  } else if constexpr (E == 2) {
+    TR_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = *reinterpret_cast<const uint16_t*>(col + (2 * i) * stride);
+      const uint32_t hi = *reinterpret_cast<const uint16_t*>(col + (2 * i + 1) * stride);
+      w[i] = BytePerm(lo, hi, 0x5410);
+    }
+  } else {
+    TR_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t b0 = col[(4 * i) * stride], b1 = col[(4 * i + 1) * stride];
+      const uint32_t b2 = col[(4 * i + 2) * stride], b3 = col[(4 * i + 3) * stride];
+      w[i] = BytePerm(BytePerm(b0, b1, 0x0040), BytePerm(b2, b3, 0x0040), 0x5410);
+    }
+  }
 }
 
 // ---- Global offsets (bytes, 64-bit) of core/problem.h's layout.
