@@ -38,7 +38,8 @@ struct TileAgent {
   // any tile; each output window is then gathered straight from the rows it covers (shifted by the
   // output row's misalignment), so V guard rows above and below the tile keep those reads inside
   // the array (their bytes are never stored). Elements are unpacked (W == 1) at every size.
-  static constexpr bool kShiftGather = RA && !SWZ;
+  static_assert(!RA || !SWZ, "realigning tiles use the pad layout");
+  static constexpr bool kShiftGather = RA;
   static_assert(!kShiftGather || W == 1, "shifted tiles gather unpacked elements");
   static constexpr int kGuard = kShiftGather ? V * kG.s : 0;
   // Shared bytes of one buffer (guard rows included; the tile starts kGuard bytes in).
@@ -87,38 +88,9 @@ struct TileAgent {
     const int vc = G.LoadCol(tid), lr0 = G.LoadRow(tid, 0);
     const unsigned char* gin = t.in + static_cast<int64_t>(lr0) * a.ldi * E + vc * U;
     const int64_t gstep = static_cast<int64_t>(RS) * a.ldi * E;
-    if constexpr (RA) {
-      // Realign: the aligned windows around each tile row (one more for the row's last lane
-      // when the row is misaligned), every load issued before any shuffle; then lane vc takes
-      // the bytes o .. o+15 of its window and the next one.
-      const unsigned char* rin = gin - vc * U;
-      uint32_t ext[NL][4];
 #pragma unroll
-      for (int k = 0; k < NL; ++k) {
-        const unsigned char* row = rin + k * gstep;
-        const int o = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
-        const unsigned char* win = row - o + vc * 16;
-        LoadWords<16>(win, buf[k]);
-        ext[k][0] = ext[k][1] = ext[k][2] = ext[k][3] = 0;
-        if (vc == UPR - 1 && o != 0) LoadWords<16>(win + 16, ext[k]);
-      }
-#pragma unroll
-      for (int k = 0; k < NL; ++k) {
-        const int o = static_cast<int>(reinterpret_cast<uintptr_t>(rin + k * gstep) & 15);
-        uint32_t nxt[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          nxt[i] = __shfl_down_sync(0xffffffffu, buf[k][i], 1, UPR);
-          if (vc == UPR - 1) nxt[i] = ext[k][i];
-        }
-        uint32_t cur[4] = {buf[k][0], buf[k][1], buf[k][2], buf[k][3]};
-        Realign16<E>(cur, nxt, o, buf[k]);
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < NL; ++k) {
-        if (kLoadExact || G.LoadActive(tid, k)) LoadWords<U>(gin + k * gstep, buf[k]);
-      }
+    for (int k = 0; k < NL; ++k) {
+      if (kLoadExact || G.LoadActive(tid, k)) LoadWords<U>(gin + k * gstep, buf[k]);
     }
   }
 
@@ -236,11 +208,7 @@ struct TileAgent {
           const unsigned char* src = sm + G.Offset(ov * V, owg * E);
 #pragma unroll
           for (int j = 0; j < V; ++j) LoadWords<E>(src + j * G.s, o + j * (E >= 4 ? E / 4 : 0));
-          if constexpr (RA) {
-            StoreRowRealigned<E, G.g>(dst - ov * U, ov, o);
-          } else {
-            StoreWords<U>(dst, o);
-          }
+          StoreWords<U>(dst, o);
         } else {
           const unsigned char* src = sm + G.Offset(ov * V, owg * 4);
           uint32_t wv[V];
@@ -250,12 +218,7 @@ struct TileAgent {
           TransposePackedWords<E, V, W, UW>(wv, o);
 #pragma unroll
           for (int kk = 0; kk < W; ++kk) {
-            if constexpr (RA) {
-              StoreRowRealigned<E, G.g>(dst - ov * U + static_cast<int64_t>(kk) * a.ldo * E, ov,
-                                        o[kk]);
-            } else {
-              StoreWords<U>(dst + static_cast<int64_t>(kk) * a.ldo * E, o[kk]);
-            }
+            StoreWords<U>(dst + static_cast<int64_t>(kk) * a.ldo * E, o[kk]);
           }
         }
       }
@@ -283,7 +246,8 @@ struct TileAgent {
 };
 
 // ------------------------------------------------------------------------------------------------
-// Synchronous tile kernel: a 3-D grid-stride walk over (tile column, tile row, batch entry).
+// Synchronous tile kernel: a 3-D grid-stride walk over (tile column, tile row, batch entry), the
+// side with fewer tiles fastest (TilesDownFirst).
 template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
 __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   using Agent = TileAgent<E, TR, TC, BR, VB, PAD, SWZ, RA>;
@@ -292,9 +256,13 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   const Agent agent(a);
   const int64_t ntr = (a.rows + TR - 1) / TR;
   const int64_t ntc = (a.cols + TC - 1) / TC;
+  // Grid x runs along the side with fewer tiles (TilesDownFirst), y along the other.
+  const bool down = TilesDownFirst(ntr, ntc);
+  const int64_t bx = down ? blockIdx.y : blockIdx.x, gx = down ? gridDim.y : gridDim.x;
+  const int64_t by = down ? blockIdx.x : blockIdx.y, gy = down ? gridDim.x : gridDim.y;
   for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
-    for (int64_t ty = blockIdx.y; ty < ntr; ty += gridDim.y) {
-      for (int64_t tx = blockIdx.x; tx < ntc; tx += gridDim.x) {
+    for (int64_t ty = by; ty < ntr; ty += gy) {
+      for (int64_t tx = bx; tx < ntc; tx += gx) {
         const typename Agent::Tile t = agent.At(z, ty, tx);
         if (agent.Interior(t)) {
           if constexpr (Agent::kShiftGather) {
@@ -321,7 +289,9 @@ template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
 Status LaunchTile(const Problem& p, const void* in, void* out, cudaStream_t s,
                   const LaunchOptions&) {
   const Args a = MakeArgs(p, in, out);
-  const dim3 grid(CapGrid((p.cols + TC - 1) / TC, INT_MAX), CapGrid((p.rows + TR - 1) / TR, 65535),
+  const int64_t ntr = (p.rows + TR - 1) / TR, ntc = (p.cols + TC - 1) / TC;
+  const bool down = TilesDownFirst(ntr, ntc);
+  const dim3 grid(CapGrid(down ? ntr : ntc, INT_MAX), CapGrid(down ? ntc : ntr, 65535),
                   CapGrid(p.batch, 65535));
   TileKernel<E, TR, TC, BR, VB, PAD, SWZ, RA><<<grid, 32 * BR, 0, s>>>(a);
   return Launched();

@@ -188,6 +188,10 @@ TEST(EnumerateConfigs, OffersVectorAndSkinnyPathsWhereTheyApply) {
     EXPECT_TRUE(std::any_of(dense.begin(), dense.end(), [&](const TransposeConfig& c) {
       return c.vec_bytes == 16;
     })) << e;
+    // Realigning tiles only where a row is misaligned.
+    EXPECT_TRUE(std::none_of(dense.begin(), dense.end(),
+                             [](const TransposeConfig& c) { return c.realign == 1; }))
+        << e;
     // Odd leading dimensions rule out vector accesses except the realigning ones, which every
     // element size below 16 bytes has.
     const auto odd = EnumerateConfigs(P(4097, 3001, e));

@@ -162,38 +162,6 @@ __device__ __forceinline__ void StoreWindowRange(unsigned char* base, const uint
   }
 }
 
-// The 16-byte unit `cur` of lane `ov` (0 <= ov < NG, NG lanes per output row segment `seg`, a
-// power of two) goes to seg + 16 * ov. When seg is not 16-byte aligned (p = seg & 15), lane ov
-// stores the aligned window that holds the last p bytes of lane ov-1's unit and the first 16-p of
-// its own; the first lane stores the head piece, the last lane also the tail piece. Every lane of
-// the warp must call this (it shuffles).
-template <int E, int NG>
-__device__ __forceinline__ void StoreRowRealigned(unsigned char* seg, int ov,
-                                                  const uint32_t cur[4]) {
-  uint32_t prev[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) prev[i] = __shfl_up_sync(0xffffffffu, cur[i], 1, NG);
-  const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-  if (p == 0) {
-    StoreWords<16>(seg + 16 * ov, cur);
-    return;
-  }
-  unsigned char* base = seg - p + 16 * ov;
-  uint32_t win[4];
-  Realign16<E>(prev, cur, 16 - p, win);
-  if (ov != 0) {
-    StoreWords<16>(base, win);
-  } else {
-    StoreWindowRange<E>(base, win, p, 16);
-  }
-  if (ov == NG - 1) {
-    const uint32_t zero[4] = {0, 0, 0, 0};
-    Realign16<E>(cur, zero, 16 - p, win);
-    StoreWindowRange<E>(base + 16, win, 0, p);
-  }
-}
-
-
 // ---- cp.async: 16-byte global -> shared copies that bypass registers (sm_80+).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));

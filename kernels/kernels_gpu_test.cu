@@ -163,7 +163,8 @@ TEST(KernelsGpuSmall, AllConfigsSmallShapes) {
              {5, 70, 1, 0, 0},
              {70, 5, 1, 0, 0},
              {70, 130, 2, 203, 301},
-             {136, 272, 1, 288, 144}});
+             {136, 272, 1, 288, 144},
+             {300, 290, 2, 301, 303}});  // interior realigning (shifted) tiles on odd rows
 }
 
 // Persistent double-buffered tiles (async2) with the grid capped at 3 blocks, so that every block

@@ -17,8 +17,9 @@
 // CUDA C/C++" generalised to every element size); 16-byte vector tiles of 8 to 32 KiB whose
 // warp gathers cover 8 distinct 16-byte units (bank-conflict-free with the swizzle); tall
 // element-size tiles of 512 threads for odd sizes (4097x3001: f32 84.7% -> 88.9% of the copy,
-// f64 86.6% -> 90.2%); realigning vec16 tiles for rows of any alignment (correct, still slower
-// than the element-size tiles on 4097x3001, so only the best shape per element size stays);
+// f64 86.6% -> 90.2%); realigning vec16 tiles for rows of any alignment (shifted rows: correct,
+// still 3-10 points slower than the element-size tiles on odd shapes, so one shape per element
+// size stays, offered only where a row is misaligned);
 // persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
 // a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
 // skinny tiles for one side <= 16; and cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
@@ -48,7 +49,8 @@ constexpr SmemLayout Swizzle() { return {Smem::kSwizzle, 0}; }
 // A tile_rows x tile_cols tile through shared memory by 32 * block_rows threads.
 //   vec_bytes  global access width (0: the element size); 1- and 2-byte elements gathered as
 //              words and transposed in registers when vec_bytes > elem.
-//   realign    16-byte accesses on rows of any alignment (aligned windows, shuffles, funnels).
+//   realign    16-byte accesses on rows of any alignment: aligned windows stored at each row's
+//              misalignment ("shifted rows", pad layout only), windows gathered per output row.
 //   stages     1: one tile per block, loads staged through registers; 2 or 3: a persistent grid,
 //              that many shared buffers filled by cp.async one tile ahead.
 struct TilePolicy {
@@ -209,10 +211,6 @@ inline constexpr Policy kFamily[] = {
     Tile(1, 128, 128, 8, 4, Swizzle()),
     Tile(1, 128, 128, 4, 16, Pad(4)),
     Tile(1, 128, 256, 16, 16, Swizzle()),
-    Realign(1, 256, 64, 8, Pad(4)),
-    Realign(1, 128, 128, 8, Pad(4)),
-    Realign(1, 256, 128, 8, Pad(4)),
-    Realign(1, 128, 64, 8, Pad(4)),
     Realign(1, 256, 64, 16, Pad(4)),
     Async(1, 128, 128, 4, 2),
     Async(1, 128, 128, 8, 2),
@@ -247,9 +245,6 @@ inline constexpr Policy kFamily[] = {
     Tile(2, 128, 64, 4, 16, Swizzle()),
     Tile(2, 256, 32, 16, 0, Pad(1)),
     Realign(2, 256, 64, 8, Pad(2)),
-    Realign(2, 128, 64, 8, Pad(2)),
-    Realign(2, 128, 128, 8, Pad(2)),
-    Realign(2, 64, 128, 8, Pad(2)),
     Async(2, 128, 64, 4, 2),
     Async(2, 128, 64, 8, 2),
     Skinny(2, 256, 8),
@@ -285,13 +280,7 @@ inline constexpr Policy kFamily[] = {
     Tile(4, 128, 32, 16, 0, Pad(1)),
     Tile(4, 128, 16, 16, 0, Pad(1)),
     Tile(4, 64, 32, 16, 0, Pad(1)),
-    Realign(4, 128, 32, 8, Pad(2)),
-    Realign(4, 64, 64, 8, Pad(2)),
     Realign(4, 64, 32, 8, Pad(2)),
-    Realign(4, 128, 32, 16, Pad(2)),
-    Realign(4, 64, 64, 4, Pad(2)),
-    Realign(4, 128, 64, 8, Pad(2)),
-    Realign(4, 64, 64, 8, Swizzle()),
     Async(4, 64, 64, 4, 2),
     Async(4, 64, 64, 8, 2),
     Skinny(4, 128, 8),
@@ -324,10 +313,6 @@ inline constexpr Policy kFamily[] = {
     Tile(8, 128, 32, 16, 0, Pad(1)),
     Tile(8, 128, 16, 16, 0, Pad(1)),
     Realign(8, 64, 32, 8, Pad(2)),
-    Realign(8, 32, 32, 8, Pad(2)),
-    Realign(8, 64, 16, 8, Pad(2)),
-    Realign(8, 64, 32, 16, Pad(2)),
-    Realign(8, 32, 32, 8, Swizzle()),
     Async(8, 64, 32, 4, 2),
     Async(8, 64, 32, 8, 2),
     Skinny(8, 64, 8),

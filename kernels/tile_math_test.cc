@@ -70,35 +70,12 @@ TEST(TransposePackedWords, MatchesTheDefinition) {
   }
 }
 
-TEST(Realign16, PicksBytesOfTwoWindows) {
-  uint32_t a[4], b[4];
-  uint8_t bytes[32];
-  for (int i = 0; i < 32; ++i) bytes[i] = static_cast<uint8_t>(7 * i + 3);
-  std::memcpy(a, bytes, 16);
-  std::memcpy(b, bytes + 16, 16);
-  for (int o = 0; o < 16; ++o) {
-    uint32_t out[4];
-    uint8_t got[16];
-    Realign16<1>(a, b, o, out);
-    std::memcpy(got, out, 16);
-    for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "o=" << o << " i=" << i;
-    if (o % 2 == 0) {
-      Realign16<2>(a, b, o, out);
-      std::memcpy(got, out, 16);
-      for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "e2 o=" << o;
-    }
-    if (o % 4 == 0) {
-      Realign16<4>(a, b, o, out);
-      std::memcpy(got, out, 16);
-      for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "e4 o=" << o;
-    }
-    if (o % 8 == 0) {
-      Realign16<8>(a, b, o, out);
-      std::memcpy(got, out, 16);
-      for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "e8 o=" << o;
-    }
-  }
+TEST(WordSelect, AndFunnelShift) {
+  const uint32_t a[4] = {0x03020100u, 0x07060504u, 0x0b0a0908u, 0x0f0e0d0cu};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(WordAt(a, i), a[i]);
+  EXPECT_EQ(FunnelBytes(a[0], a[1], 0), a[0]);
+  EXPECT_EQ(FunnelBytes(a[0], a[1], 1), 0x04030201u);
+  EXPECT_EQ(FunnelBytes(a[0], a[1], 3), 0x06050403u);
 }
 
 // The shared layout of every tile in the family is a bijection into the buffer that keeps every
@@ -309,7 +286,7 @@ TEST(ShiftedRows, WriteMappingCoversEveryWindowOnceWithFewBankConflicts) {
     EXPECT_LE(sum, 2 * n) << name;
     if (g.e == 4) EXPECT_EQ(worst, 1) << name << " (pad 2: conflict-free)";
   }
-  EXPECT_GT(policies, 5);
+  EXPECT_GE(policies, 4);  // one per element size 1, 2, 4, 8
 }
 
 TEST(GlobalOffsets, MatchTheProblemLayout) {
