@@ -15,8 +15,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE=${BUNDLE:-.gpu/bundle}
-PROGRAMS=(kernels_gpu_test transpose_bench transposed-worker transposed-fake-worker
-          worker_protocol_test cuda_backend_test tune_eval transposed transposectl
+PROGRAMS=(kernels_gpu_test transpose_bench transposed-worker transposed-worker-faults
+          transposed-fake-worker worker_test cuda_worker_test cuda_backend_test tune_eval
+          transposed transposectl
           example_batch_job with_daemon)
 case "${1:-}" in
   bundle)

@@ -1,9 +1,10 @@
 // The CUDA backend: tunes the kernels/ family on NVIDIA GPUs, one measuring worker process per GPU.
 //
-// The daemon never touches a CUDA context itself. Each GPU gets a `transposed-worker` child
-// process that owns its context, buffers and timers; a CudaBackend (one per GPU) forwards the
-// Backend/Session calls to it over a pipe. When a candidate faults and the worker dies or its
-// context breaks, the backend restarts the worker, reports the candidate as failed, and goes on.
+// The daemon never touches a CUDA context (and does not link the kernels): each GPU gets a
+// `transposed-worker` child process (worker_main.cc: a CudaEngine served by the generic loop of
+// tuner/worker/) that owns its context, buffers and timers and lists the candidates. The daemon
+// side is the generic WorkerBackend (tuner/worker/worker_backend.h): when a candidate faults and
+// the worker dies, it restarts the worker, reports the candidate as failed, and goes on.
 //
 // Thread-safety: as for every Backend (tuner/backend.h): const methods from any thread, one
 // Session measuring per device at a time.
@@ -19,12 +20,13 @@
 namespace transposed {
 
 struct CudaBackendOptions {
-  // Path of the transposed-worker executable; empty: next to the running executable
-  // (/proc/self/exe's directory), then $PATH.
+  // Path of the worker executable; empty: $TRANSPOSED_WORKER, then next to the running
+  // executable (/proc/self/exe's directory), then $PATH.
   std::string worker_path;
-  // Adds a deliberately faulting candidate (for the fault-survival test only).
-  bool enable_test_faults = false;
 };
+
+// The worker executable MakeCudaBackends would run (NOT_FOUND naming the places looked at).
+StatusOr<std::string> FindCudaWorker(const CudaBackendOptions& options);
 
 // One Backend per visible GPU, in CUDA device order; an empty vector when no GPU is visible
 // (or the worker reports none). An error only when the worker cannot be started at all.

@@ -1,11 +1,15 @@
 // GPU tests of the CUDA backend (label gpu): every candidate checks bit-exact, measurements are
 // sane against the copy ceiling, and a deliberately faulting candidate is survived.
-// The worker is found through $TRANSPOSED_WORKER, else next to this binary.
+// The worker is found through $TRANSPOSED_WORKER, else next to this binary; the fault test runs
+// the test-only transposed-worker-faults ($TRANSPOSED_WORKER_FAULTS, else next to this binary).
 #include "tuner/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -158,9 +162,20 @@ TEST_F(CudaBackendTest, TooLargeProblemIsResourceExhausted) {
   EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted) << s.status().ToString();
 }
 
+// The test-only worker whose engine offers the faulting candidate: $TRANSPOSED_WORKER_FAULTS,
+// else transposed-worker-faults next to this binary.
+std::string FaultsWorkerPath() {
+  if (const char* e = std::getenv("TRANSPOSED_WORKER_FAULTS"); e && *e) return e;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  return dir + "transposed-worker-faults";
+}
+
 TEST(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
   CudaBackendOptions o;
-  o.enable_test_faults = true;
+  o.worker_path = FaultsWorkerPath();
   auto b = MakeCudaBackends(o);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   ASSERT_FALSE(b->empty());
@@ -186,6 +201,7 @@ TEST(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
     std::printf("fault recorded: %s\n", c.measurement.error.c_str());
   }
   EXPECT_TRUE(saw);
+  EXPECT_EQ(gpu.worker_restarts(), 1);  // what transposed_worker_restarts_total reports
   EXPECT_NE(r->best.name, cuda_worker::kFaultCandidateName);
   EXPECT_TRUE(r->best_measurement.valid);
   std::printf("tune with fault: %.3f s, best %s %.1f GB/s\n", r->tune_seconds, r->best.name.c_str(),

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end test of the CUDA backend through the real daemon and client (label gpu).
 #   cuda_e2e_test.sh BIN_DIR [OUT_DIR]
-# BIN_DIR holds transposed, transposed-worker and transposectl (a build's bin/ or a bundle's bin/;
-# set LD_LIBRARY_PATH for a bundle). Starts `transposed --backend cuda` on a free port with a
-# fresh database and the faulting test candidate enabled (TRANSPOSED_CUDA_TEST_FAULTS=1), then for
+# BIN_DIR holds transposed, transposed-worker-faults and transposectl (a build's bin/ or a bundle's
+# bin/; set LD_LIBRARY_PATH for a bundle). Starts `transposed --backend cuda` on a free port with a
+# fresh database and the test-only worker whose engine also offers the faulting candidate
+# (--worker transposed-worker-faults), then for
 # a handful of problems: `transposectl --json get` must tune (source tuned, a real variant, a sane
 # share of the copy ceiling, the tune time reported), and a second get must be a cache hit with
 # the same answer. The daemon log must show the faulting candidate killed a worker that was
@@ -22,7 +23,7 @@ field() {  # field FILE KEY -> first top-level scalar value of "KEY": in pretty-
   grep -m1 -E "^  \"$2\": " "$1" | sed -E 's/^  "[^"]+": "?([^",]*)"?,?$/\1/'
 }
 
-TRANSPOSED_CUDA_TEST_FAULTS=1 "$bin/transposed" --backend cuda --listen 127.0.0.1:0 \
+"$bin/transposed" --backend cuda --worker "$bin/transposed-worker-faults" --listen 127.0.0.1:0 \
   --port-file "$tmp/port" --db "$tmp/cache.sqlite" --log-file "$out/daemon.log" &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT

@@ -242,7 +242,7 @@ class GpuWorkerImpl : public GpuWorker {
     Parsed r;
     if (c.name == kFaultCandidateName) {
       if (!faults_) {
-        return Status::InvalidArgument(c.name + " exists only with --enable-test-faults");
+        return Status::InvalidArgument(c.name + " exists only in transposed-worker-faults");
       }
       r.fault = true;
       return r;

@@ -1,8 +1,8 @@
 // GpuWorker: what the `transposed-worker` process does on its one GPU, behind a plain C++ face.
 //
 // It owns the CUDA context of one device, the open problem's rotating input/output buffers, the
-// reference output and the timers; worker_main.cc feeds it the requests of the wire protocol
-// (worker_protocol.h). Buffers are allocated once per Open and reused by every Check/Measure of
+// reference output and the timers; CudaEngine (cuda_engine.h) serves it through the worker
+// protocol (tuner/worker/). Buffers are allocated once per Open and reused by every Check/Measure of
 // that problem. After a sticky CUDA error (illegal address, launch failure...) context_broken()
 // turns true and every later call fails; the process must then exit.
 //

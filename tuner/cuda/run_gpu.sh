@@ -2,7 +2,8 @@
 # One command for the GPU machine: the CUDA backend's tests and the search evaluation.
 #   tuner/cuda/run_gpu.sh BUNDLE OUTDIR
 # BUNDLE is a folder made by /work/shared/tools/bundle holding transposed-worker,
-# worker_protocol_test, cuda_backend_test, tune_eval, transposed and transposectl.
+# transposed-worker-faults, transposed-fake-worker, worker_test, cuda_worker_test,
+# cuda_backend_test, tune_eval, transposed and transposectl.
 # OUTDIR receives: device.log, unit.log, gpu_test.log, e2e.log, e2e.csv, daemon.log,
 # tune_eval.csv, tune_eval.log, tune_random.csv, tune_random.log (tune_eval --random RANDOM_TUNE_N,
 # default 10, fresh seed unless SEED is set). Exit status non-zero if anything failed.
@@ -13,6 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TRANSPOSED_WORKER="$bundle/bin/transposed-worker"
+export TRANSPOSED_WORKER_FAULTS="$bundle/bin/transposed-worker-faults"
 export TRANSPOSED_FAKE_WORKER="$bundle/bin/transposed-fake-worker"
 status=0
 {
@@ -22,9 +24,10 @@ status=0
   echo "worker --list: $("$bundle/bin/transposed-worker" --list)"
 } | tee "$out/device.log"
 
-echo "== worker_protocol_test"
-timeout 120 "$bundle/bin/worker_protocol_test" > "$out/unit.log" 2>&1 || status=1
-tail -3 "$out/unit.log"
+echo "== worker_test, cuda_worker_test"
+{ timeout 120 "$bundle/bin/worker_test" && timeout 120 "$bundle/bin/cuda_worker_test"; } \
+  > "$out/unit.log" 2>&1 || status=1
+grep -E "^\[  (FAILED|PASSED) " "$out/unit.log"
 echo "== cuda_backend_test"
 timeout 300 "$bundle/bin/cuda_backend_test" > "$out/gpu_test.log" 2>&1 || status=1
 grep -E "^\[  (FAILED|PASSED) |^device:|checked|ratio|fault recorded|tune with fault|Failure|error" \

@@ -1,4 +1,4 @@
-#include "tuner/cuda/worker_process.h"
+#include "tuner/worker/process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,24 +9,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <thread>
 
-#include "tuner/cuda/worker_protocol.h"
+#include "tuner/worker/frame.h"
 
 extern char** environ;
 
-namespace transposed::cuda_worker {
+namespace transposed::worker {
 namespace {
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
 // Spawns path with args, its stdin and stdout dup'ed from child_in/child_out (may be equal);
-// stderr inherited. Signal mask cleared and SIGPIPE/SIGINT/SIGTERM set to default in the child.
+// stderr from child_err, or inherited when child_err < 0. Signal mask cleared and
+// SIGPIPE/SIGINT/SIGTERM set to default in the child.
 StatusOr<pid_t> Spawn(const std::string& path, const std::vector<std::string>& args, int child_in,
-                      int child_out) {
+                      int child_out, int child_err = -1) {
   std::vector<std::string> argv_s;
   argv_s.push_back(path);
   argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -38,6 +42,7 @@ StatusOr<pid_t> Spawn(const std::string& path, const std::vector<std::string>& a
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, child_in, 0);
   posix_spawn_file_actions_adddup2(&fa, child_out, 1);
+  if (child_err >= 0) posix_spawn_file_actions_adddup2(&fa, child_err, 2);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t empty, defaults;
@@ -87,8 +92,16 @@ std::string DescribeWaitStatus(int wstatus) {
   return "status " + std::to_string(wstatus);
 }
 
-WorkerProcess::WorkerProcess(std::string path, std::vector<std::string> args)
-    : path_(std::move(path)), args_(std::move(args)) {}
+StderrFn LogStderrAs(std::string name) {
+  return [name = std::move(name)](int pid, const std::string& line) {
+    spdlog::warn("worker {} pid {}: {}", name, pid, line);
+  };
+}
+
+WorkerProcess::WorkerProcess(std::string path, std::vector<std::string> args, StderrFn on_stderr)
+    : path_(std::move(path)),
+      args_(std::move(args)),
+      on_stderr_(on_stderr ? std::move(on_stderr) : LogStderrAs(path_)) {}
 
 WorkerProcess::~WorkerProcess() { Stop(); }
 
@@ -98,15 +111,45 @@ Status WorkerProcess::Start() {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     return Status::Unavailable(Errno("socketpair"));
   }
-  auto pid = Spawn(path_, args_, sv[1], sv[1]);
+  int err[2];
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(sv[0]);
+    close(sv[1]);
+    return Status::Unavailable(Errno("pipe"));
+  }
+  auto pid = Spawn(path_, args_, sv[1], sv[1], err[1]);
   close(sv[1]);
+  close(err[1]);
   if (!pid.ok()) {
     close(sv[0]);
+    close(err[0]);
     return pid.status();
   }
   pid_ = *pid;
   fd_ = sv[0];
   last_exit_.clear();
+  // Forwards the child's stderr line by line until it closes (the child exited). Lines are
+  // capped so that a child writing without newlines cannot grow the buffer without bound.
+  stderr_thread_ = std::thread([fd = err[0], pid = pid_, fn = on_stderr_] {
+    constexpr size_t kMaxLine = 4096;
+    std::string line;
+    char buf[4096];
+    for (;;) {
+      ssize_t r = read(fd, buf, sizeof(buf));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      for (ssize_t i = 0; i < r; ++i) {
+        if (buf[i] == '\n' || line.size() >= kMaxLine) {
+          if (!line.empty()) fn(pid, line);
+          line.clear();
+          if (buf[i] == '\n') continue;
+        }
+        line.push_back(buf[i]);
+      }
+    }
+    if (!line.empty()) fn(pid, line);
+    close(fd);
+  });
   return Status::OK();
 }
 
@@ -115,24 +158,38 @@ void WorkerProcess::Reap(bool kill_first, double grace_s) {
     close(fd_);
     fd_ = -1;
   }
-  if (pid_ <= 0) return;
-  if (kill_first) kill(pid_, SIGKILL);
-  int ws = 0;
-  if (!WaitWithTimeout(pid_, &ws, grace_s)) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, &ws, 0);
-    last_exit_ = DescribeWaitStatus(ws) + ", killed after not exiting";
-  } else {
-    last_exit_ = DescribeWaitStatus(ws);
+  if (pid_ > 0) {
+    if (kill_first) kill(pid_, SIGKILL);
+    int ws = 0;
+    if (!WaitWithTimeout(pid_, &ws, grace_s)) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &ws, 0);
+      last_exit_ = DescribeWaitStatus(ws) + ", killed after not exiting";
+    } else {
+      last_exit_ = DescribeWaitStatus(ws);
+    }
+    pid_ = -1;
   }
+  // The child is gone, so its stderr reaches end of file (unless it left a descendant holding
+  // it, which our workers do not).
+  if (stderr_thread_.joinable()) stderr_thread_.join();
+}
+
+bool WorkerProcess::ReapIfExited() {
+  if (pid_ <= 0) return false;
+  int ws = 0;
+  if (waitpid(pid_, &ws, WNOHANG) != pid_) return false;
+  last_exit_ = DescribeWaitStatus(ws);
   pid_ = -1;
+  Reap(/*kill_first=*/false, 0);  // closes the connection and joins the stderr thread
+  return true;
 }
 
 void WorkerProcess::Stop(double grace_s) { Reap(/*kill_first=*/false, grace_s); }
 
-StatusOr<nlohmann::json> WorkerProcess::Call(const nlohmann::json& request, double timeout_s) {
+StatusOr<pb::Response> WorkerProcess::Call(const pb::Request& request, double timeout_s) {
   if (!running()) return Status::Unavailable("worker not running");
-  Status s = WriteFrame(fd_, request.dump());
+  Status s = WriteFrame(fd_, request.SerializeAsString());
   std::string payload;
   if (s.ok()) s = ReadFrame(fd_, &payload, static_cast<int>(std::ceil(timeout_s * 1000)));
   if (!s.ok()) {
@@ -145,59 +202,86 @@ StatusOr<nlohmann::json> WorkerProcess::Call(const nlohmann::json& request, doub
     Reap(/*kill_first=*/false, 5.0);
     return Status::Unavailable(last_exit_);
   }
-  auto response = ParseJsonObject(payload);
-  if (!response.ok()) {
+  pb::Response response;
+  if (!response.ParseFromString(payload) ||
+      response.response_case() == pb::Response::RESPONSE_NOT_SET) {
     Reap(/*kill_first=*/true, 5.0);
     return Status::Unavailable("malformed response; killed (" + last_exit_ + ")");
   }
-  if (response->value("fatal", false)) {
+  if (response.has_error() && response.error().fatal()) {
     Reap(/*kill_first=*/false, 10.0);  // it exits by itself after a fatal answer
-    Status err = ResponseStatus(*response);
-    return Status::Unavailable(err.message() + "; worker exited (" + last_exit_ + ")");
+    return Status::Unavailable(response.error().message() + "; worker exited (" + last_exit_ +
+                               ")");
   }
   return response;
 }
 
 StatusOr<std::string> RunAndCapture(const std::string& path, const std::vector<std::string>& args,
-                                    double timeout_s) {
+                                    double timeout_s, const StderrFn& on_stderr) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return Status::Unavailable(Errno("pipe"));
+  int e[2] = {-1, -1};
+  if (on_stderr && pipe2(e, O_CLOEXEC) != 0) {
+    close(p[0]);
+    close(p[1]);
+    return Status::Unavailable(Errno("pipe"));
+  }
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  auto pid = Spawn(path, args, devnull >= 0 ? devnull : p[1], p[1]);
+  auto pid = Spawn(path, args, devnull >= 0 ? devnull : p[1], p[1], e[1]);
   close(p[1]);
+  if (e[1] >= 0) close(e[1]);
   if (devnull >= 0) close(devnull);
   if (!pid.ok()) {
     close(p[0]);
+    if (e[0] >= 0) close(e[0]);
     return pid.status();
   }
-  std::string out;
+  std::string out, err;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::microseconds(static_cast<int64_t>(timeout_s * 1e6));
   bool timed_out = false;
-  for (;;) {
+  int fds[2] = {p[0], e[0]};  // -1 once closed (poll ignores negative fds)
+  while (fds[0] >= 0 || fds[1] >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
     }
-    struct pollfd pfd = {p[0], POLLIN, 0};
-    int pr = poll(&pfd, 1, static_cast<int>(left.count()));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) continue;
-    char buf[4096];
-    ssize_t r = read(p[0], buf, sizeof(buf));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    out.append(buf, static_cast<size_t>(r));
-    if (out.size() > (1 << 20)) break;
+    struct pollfd pfd[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    int pr = poll(pfd, 2, static_cast<int>(left.count()));
+    if (pr <= 0) continue;  // EINTR or the deadline: re-evaluated above
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || pfd[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t r = read(fds[i], buf, sizeof(buf));
+      if (r < 0 && errno == EINTR) continue;
+      std::string& to = i == 0 ? out : err;
+      if (r <= 0 || to.size() > (1 << 20)) {
+        close(fds[i]);
+        fds[i] = -1;
+        continue;
+      }
+      to.append(buf, static_cast<size_t>(r));
+    }
   }
-  close(p[0]);
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
   if (timed_out) kill(*pid, SIGKILL);
   int ws = 0;
   if (!WaitWithTimeout(*pid, &ws, 10.0)) {
     kill(*pid, SIGKILL);
     waitpid(*pid, &ws, 0);
+  }
+  if (on_stderr) {
+    size_t start = 0;
+    while (start < err.size()) {
+      size_t nl = err.find('\n', start);
+      if (nl == std::string::npos) nl = err.size();
+      if (nl > start) on_stderr(*pid, err.substr(start, std::min<size_t>(nl - start, 4096)));
+      start = nl + 1;
+    }
   }
   if (timed_out) return Status::DeadlineExceeded(path + " did not finish in time; killed");
   if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
@@ -206,4 +290,4 @@ StatusOr<std::string> RunAndCapture(const std::string& path, const std::vector<s
   return out;
 }
 
-}  // namespace transposed::cuda_worker
+}  // namespace transposed::worker

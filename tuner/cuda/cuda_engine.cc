@@ -1,0 +1,55 @@
+#include "tuner/cuda/cuda_engine.h"
+
+#include <utility>
+
+#include "transposed/kernels/config.h"
+#include "tuner/cuda/gpu_worker.h"
+#include "tuner/cuda/worker_constants.h"
+
+namespace transposed::cuda_worker {
+namespace {
+
+class CudaEngine : public worker::Engine {
+ public:
+  CudaEngine(std::unique_ptr<GpuWorker> gpu, bool test_faults)
+      : gpu_(std::move(gpu)), test_faults_(test_faults) {}
+
+  StatusOr<DeviceInfo> Describe() override { return gpu_->Describe(); }
+
+  StatusOr<std::vector<Candidate>> Candidates(const Problem& p) override {
+    TR_RETURN_IF_ERROR(ValidateProblem(p));
+    std::vector<Candidate> out;
+    for (const auto& c : kernels::EnumerateConfigs(p)) {
+      // Not offered: cublas.geam canonicalizes NaN payloads (kernels/config.h), and the daemon
+      // answers bit-exact transposes only (see docs/cuda-backend.md).
+      if (c.canonicalizes_nan()) continue;
+      out.push_back({c.Name(), c.Params()});
+    }
+    if (test_faults_) out.push_back({kFaultCandidateName, {}});
+    return out;
+  }
+
+  Status Open(const Problem& p) override { return gpu_->Open(p); }
+  Status Close() override { return gpu_->Close(); }
+  Status Check(const Candidate& c) override { return gpu_->Check(c); }
+  StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override {
+    return gpu_->Measure(c, o);
+  }
+  StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override {
+    return gpu_->MeasureCeiling(o);
+  }
+  bool broken() const override { return gpu_->context_broken(); }
+
+ private:
+  std::unique_ptr<GpuWorker> gpu_;
+  const bool test_faults_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<worker::Engine>> CreateCudaEngine(int device, bool test_faults) {
+  TR_ASSIGN_OR_RETURN(std::unique_ptr<GpuWorker> gpu, CreateGpuWorker(device, test_faults));
+  return std::unique_ptr<worker::Engine>(std::make_unique<CudaEngine>(std::move(gpu), test_faults));
+}
+
+}  // namespace transposed::cuda_worker

@@ -1,0 +1,38 @@
+// Engine: what a measuring worker process does on its one device, behind a plain C++ face.
+//
+// The worker's serve loop (serve.h) feeds an Engine the requests of the worker protocol
+// (worker.proto). CudaEngine (tuner/cuda/) owns a CUDA context; FakeEngine (fake_engine.h) fakes
+// a device for tests without a GPU. An Engine holds at most one open problem: Open replaces it.
+// After an unrecoverable error (a sticky CUDA error) broken() turns true; the serve loop then
+// answers with a fatal error and the process exits.
+//
+// Thread-safety: none; the serve loop's one thread uses it.
+#pragma once
+
+#include <vector>
+
+#include "core/device.h"
+#include "core/measurement.h"
+#include "core/problem.h"
+#include "core/status.h"
+#include "core/tune_result.h"
+
+namespace transposed::worker {
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual StatusOr<DeviceInfo> Describe() = 0;
+  // Candidates valid for `p`, in a deterministic order.
+  virtual StatusOr<std::vector<Candidate>> Candidates(const Problem& p) = 0;
+  // Allocates and fills buffers for `p`, replacing any open problem. RESOURCE_EXHAUSTED when it
+  // does not fit.
+  virtual Status Open(const Problem& p) = 0;
+  virtual Status Close() = 0;
+  virtual Status Check(const Candidate& c) = 0;
+  virtual StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) = 0;
+  virtual StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) = 0;
+  virtual bool broken() const = 0;
+};
+
+}  // namespace transposed::worker

@@ -1,0 +1,73 @@
+#include "tuner/worker/fake_engine.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+namespace transposed::worker {
+
+StatusOr<DeviceInfo> FakeEngine::Describe() {
+  DeviceInfo d;
+  d.backend = o_.backend;
+  d.index = o_.index;
+  d.uuid = "GPU-fake-" + std::to_string(o_.index);
+  d.name = "Fake GPU";
+  d.memory_bytes = uint64_t{1} << 34;
+  d.attributes = {{"fake", "1"}};
+  d.library_version = "fake";
+  return d;
+}
+
+StatusOr<std::vector<Candidate>> FakeEngine::Candidates(const Problem& p) {
+  TR_RETURN_IF_ERROR(ValidateProblem(p));
+  std::vector<Candidate> out;
+  for (int i = 0; i < o_.candidates; ++i) out.push_back({"fake.c" + std::to_string(i), {{"c", i}}});
+  if (o_.with_fault) out.push_back({kFakeFaultCandidate, {}});
+  return out;
+}
+
+Status FakeEngine::Open(const Problem& p) {
+  TR_RETURN_IF_ERROR(ValidateProblem(p));
+  ++opens_;
+  open_ = true;
+  return Status::OK();
+}
+
+Status FakeEngine::Close() {
+  open_ = false;
+  return Status::OK();
+}
+
+Status FakeEngine::Run(const std::string& name) {
+  if (!open_) return Status::FailedPrecondition("no problem is open in the worker");
+  if (name == kFakeFaultCandidate) {
+    broken_ = true;
+    return Status::Internal("running " + name + ": cudaErrorIllegalAddress (fake illegal address)");
+  }
+  if (!o_.crash_on.empty() && name == o_.crash_on) std::abort();
+  return Status::OK();
+}
+
+Measurement FakeEngine::Measured(const std::string& name) const {
+  // A deterministic, name-dependent time: the fake has no clock worth measuring.
+  const double t = 1e-6 * static_cast<double>(1 + std::hash<std::string>()(name) % 1000);
+  const nlohmann::json method = {
+      {"timer", "fake"}, {"pid", static_cast<int>(getpid())}, {"opens", opens_}};
+  return Measurement::FromSamples({t, t * 1.01, t * 0.99}, 1, method.dump());
+}
+
+Status FakeEngine::Check(const Candidate& c) { return Run(c.name); }
+
+StatusOr<Measurement> FakeEngine::Measure(const Candidate& c, const MeasureOptions&) {
+  TR_RETURN_IF_ERROR(Run(c.name));
+  return Measured(c.name);
+}
+
+StatusOr<Measurement> FakeEngine::MeasureCeiling(const MeasureOptions&) {
+  TR_RETURN_IF_ERROR(Run("copy"));
+  return Measured("copy");
+}
+
+}  // namespace transposed::worker

@@ -1,0 +1,54 @@
+// FakeEngine: a stand-in device for tests without a GPU, served by the real worker loop
+// (serve.h) in the test-only executable transposed-fake-worker (fake_worker_main.cc).
+//
+// Describe returns a made-up device; Candidates a fixed list of `candidates` names
+// ("fake.c0", "fake.c1", ...), plus kFakeFaultCandidate when `with_fault`; Open/Check/Close
+// succeed; Measure returns timings derived from the candidate's name, and its method (JSON)
+// records this process's pid and how many opens it served, so tests can see restarts. It fails
+// like a real device does:
+//   kFakeFaultCandidate       breaks the engine (broken() = true): a fatal answer, then exit
+//   options.crash_on          aborts the process (SIGABRT) without answering
+//
+// Thread-safety: none (one serve loop).
+#pragma once
+
+#include <string>
+
+#include "tuner/worker/engine.h"
+
+namespace transposed::worker {
+
+inline constexpr char kFakeFaultCandidate[] = "test.fault.illegal_address";
+
+struct FakeEngineOptions {
+  int index = 0;
+  std::string backend = "fake";
+  int candidates = 4;
+  bool with_fault = false;
+  std::string crash_on;  // candidate name that aborts the process; empty: none
+};
+
+class FakeEngine : public Engine {
+ public:
+  explicit FakeEngine(FakeEngineOptions options) : o_(std::move(options)) {}
+  StatusOr<DeviceInfo> Describe() override;
+  StatusOr<std::vector<Candidate>> Candidates(const Problem& p) override;
+  Status Open(const Problem& p) override;
+  Status Close() override;
+  Status Check(const Candidate& c) override;
+  StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override;
+  StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override;
+  bool broken() const override { return broken_; }
+
+ private:
+  // Fails the way `name` is set up to fail (fault, crash, no open problem).
+  Status Run(const std::string& name);
+  Measurement Measured(const std::string& name) const;
+
+  const FakeEngineOptions o_;
+  bool open_ = false;
+  bool broken_ = false;
+  int opens_ = 0;
+};
+
+}  // namespace transposed::worker

@@ -1,0 +1,128 @@
+#include "tuner/worker/serve.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "tuner/worker/codec.h"
+#include "tuner/worker/frame.h"
+
+namespace transposed::worker {
+
+pb::Response Dispatch(Engine* e, const Status& init_error, const pb::Request& req) {
+  if (req.request_case() == pb::Request::REQUEST_NOT_SET)
+    return ErrorResponse(Status::InvalidArgument("request: no request kind set"));
+  if (e == nullptr) return ErrorResponse(init_error);
+  pb::Response r;
+  switch (req.request_case()) {
+    case pb::Request::kDescribe: {
+      auto d = e->Describe();
+      if (!d.ok()) return ErrorResponse(d.status());
+      ToProto(*d, r.mutable_describe()->mutable_device());
+      return r;
+    }
+    case pb::Request::kCandidates: {
+      auto p = FromProto(req.candidates().problem());
+      if (!p.ok()) return ErrorResponse(p.status());
+      auto cands = e->Candidates(*p);
+      if (!cands.ok()) return ErrorResponse(cands.status());
+      auto* out = r.mutable_candidates();
+      for (const Candidate& c : *cands) ToProto(c, out->add_candidates());
+      return r;
+    }
+    case pb::Request::kOpen: {
+      auto p = FromProto(req.open().problem());
+      if (!p.ok()) return ErrorResponse(p.status());
+      Status s = e->Open(*p);
+      if (!s.ok()) return ErrorResponse(s);
+      r.mutable_open();
+      return r;
+    }
+    case pb::Request::kClose: {
+      Status s = e->Close();
+      if (!s.ok()) return ErrorResponse(s);
+      r.mutable_close();
+      return r;
+    }
+    case pb::Request::kCheck: {
+      Status s = e->Check(FromProto(req.check().candidate()));
+      if (!s.ok()) return ErrorResponse(s);
+      r.mutable_check();
+      return r;
+    }
+    case pb::Request::kMeasure: {
+      auto o = FromProto(req.measure().options());
+      if (!o.ok()) return ErrorResponse(o.status());
+      auto m = e->Measure(FromProto(req.measure().candidate()), *o);
+      if (!m.ok()) return ErrorResponse(m.status());
+      ToProto(*m, r.mutable_measure()->mutable_measurement());
+      return r;
+    }
+    case pb::Request::kCeiling: {
+      auto o = FromProto(req.ceiling().options());
+      if (!o.ok()) return ErrorResponse(o.status());
+      auto m = e->MeasureCeiling(*o);
+      if (!m.ok()) return ErrorResponse(m.status());
+      ToProto(*m, r.mutable_ceiling()->mutable_measurement());
+      return r;
+    }
+    case pb::Request::REQUEST_NOT_SET:
+      break;
+  }
+  return ErrorResponse(Status::InvalidArgument("request: unknown request kind"));
+}
+
+int Serve(Engine* engine, const Status& init_error, int in_fd, int out_fd) {
+  for (;;) {
+    std::string payload;
+    Status s = ReadFrame(in_fd, &payload, -1);
+    if (!s.ok()) {
+      if (s.code() == StatusCode::kUnavailable) return kExitOk;  // the daemon closed the pipe
+      std::fprintf(stderr, "worker: %s\n", s.ToString().c_str());
+      return kExitProtocol;
+    }
+    pb::Request req;
+    pb::Response response;
+    if (!req.ParseFromString(payload)) {
+      response = ErrorResponse(Status::InvalidArgument("request: not a worker Request message"));
+    } else {
+      response = Dispatch(engine, init_error, req);
+    }
+    const bool broken = engine != nullptr && engine->broken();
+    if (broken) {
+      if (!response.has_error()) {
+        response = ErrorResponse(Status::Internal("the device context broke during the request"));
+      }
+      response.mutable_error()->set_fatal(true);
+    }
+    Status ws = WriteFrame(out_fd, response.SerializeAsString());
+    if (broken) {
+      std::fprintf(stderr, "worker: device context broken (%s); exiting\n",
+                   response.error().message().c_str());
+      std::fflush(stderr);
+      _exit(kExitBroken);  // no teardown of a broken context
+    }
+    if (!ws.ok()) return kExitOk;  // the daemon went away
+  }
+}
+
+int ServeStdio(StatusOr<std::unique_ptr<Engine>> engine) {
+  const int out_fd = dup(1);
+  if (out_fd < 0 || dup2(2, 1) < 0) {
+    std::perror("worker: dup");
+    return kExitUsage;
+  }
+  Status init_error;
+  std::unique_ptr<Engine> e;
+  if (engine.ok()) {
+    e = std::move(engine).value();
+  } else {
+    init_error = engine.status();
+    std::fprintf(stderr, "worker: %s\n", init_error.ToString().c_str());
+  }
+  return Serve(e.get(), init_error, 0, out_fd);
+}
+
+}  // namespace transposed::worker

@@ -1,0 +1,269 @@
+#include "tuner/worker/worker_backend.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "core/mutex.h"
+
+#include "tuner/worker/codec.h"
+
+namespace transposed::worker {
+namespace {
+
+// The worker of one device, shared by its backend and its sessions. All exchanges hold mu_.
+// Every start after the first is a restart (the previous process died or was killed): it is
+// counted through on_restart (the backend's CountWorkerRestart, read by the daemon's metrics).
+class DeviceWorker {
+ public:
+  DeviceWorker(const WorkerBackendOptions& o, int index)
+      : index_(index),
+        timeout_s_(o.request_timeout_s),
+        process_(o.path, Args(o, index), o.on_stderr) {}
+
+  static std::vector<std::string> Args(const WorkerBackendOptions& o, int index) {
+    std::vector<std::string> a = o.args;
+    a.push_back("--device");
+    a.push_back(std::to_string(index));
+    return a;
+  }
+
+  // Called (under mu_) for every restart; set once by the owning backend before any request.
+  void set_on_restart(std::function<void()> fn) {
+    MutexLock lock(&mu_);
+    on_restart_ = std::move(fn);
+  }
+
+  // One request outside any session (describe, candidates), which are safe to repeat: when the
+  // worker dies on it, it is restarted and asked once more.
+  StatusOr<pb::Response> Call(const pb::Request& req) {
+    MutexLock lock(&mu_);
+    StatusOr<pb::Response> r = Status::Unavailable("not sent");
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      TR_RETURN_IF_ERROR(EnsureStarted());
+      r = process_.Call(req, timeout_s_);
+      if (r.ok()) break;
+      spdlog::warn("worker device {}: {}", index_, r.status().message());
+    }
+    if (!r.ok()) return r.status();
+    if (r->has_error()) return ErrorStatus(r->error());
+    return r;
+  }
+
+  uint64_t NewSessionId() {
+    MutexLock lock(&mu_);
+    return ++next_session_;
+  }
+
+  // Opens `p` in the worker for session `id` (starting the worker if needed).
+  Status Open(uint64_t id, const Problem& p) {
+    MutexLock lock(&mu_);
+    TR_RETURN_IF_ERROR(EnsureStarted());
+    return OpenLocked(id, p);
+  }
+
+  void Close(uint64_t id) {
+    MutexLock lock(&mu_);
+    if (open_session_ != id || !process_.running()) return;
+    open_session_ = 0;
+    pb::Request req;
+    req.mutable_close();
+    auto r = process_.Call(req, timeout_s_);
+    if (!r.ok())
+      spdlog::warn("worker device {}: closing a session: {}", index_, r.status().message());
+  }
+
+  // One session request about `what` (a candidate's name, or "the copy ceiling"). If the worker
+  // dies on it, it is restarted and the session's problem re-opened before returning the error
+  // (ABORTED, "worker died (how) while running what; restarted").
+  StatusOr<pb::Response> SessionCall(uint64_t id, const Problem& p, const pb::Request& request,
+                                     const std::string& what) {
+    MutexLock lock(&mu_);
+    if (!process_.running() || open_session_ != id) {
+      TR_RETURN_IF_ERROR(EnsureStarted());
+      TR_RETURN_IF_ERROR(OpenLocked(id, p));
+    }
+    auto r = process_.Call(request, timeout_s_);
+    if (r.ok()) {
+      if (r->has_error()) return ErrorStatus(r->error());
+      return r;
+    }
+    // The worker is gone: say so, restart it and re-open the problem for the next candidate.
+    std::string msg = "worker died (" + r.status().message() + ") while running " + what;
+    Status restarted = EnsureStarted();
+    if (restarted.ok()) restarted = OpenLocked(id, p);
+    if (restarted.ok()) {
+      msg += "; restarted";
+    } else {
+      msg += "; restart failed: " + restarted.message();
+    }
+    spdlog::warn("worker device {}: {}", index_, msg);
+    return Status::Aborted(msg);
+  }
+
+  pid_t pid() {
+    MutexLock lock(&mu_);
+    return process_.pid();
+  }
+
+ private:
+  // Starts the worker unless it runs. A worker found dead while idle (killed from outside, out
+  // of memory) is reaped and restarted here, before the next request is sent to it.
+  Status EnsureStarted() REQUIRES(mu_) {
+    if (process_.ReapIfExited()) {
+      spdlog::warn("worker device {}: the worker exited while idle ({})", index_,
+                   process_.last_exit());
+    }
+    if (process_.running()) return Status::OK();
+    open_session_ = 0;
+    TR_RETURN_IF_ERROR(process_.Start());
+    if (started_++ > 0) {
+      spdlog::warn("worker device {}: worker restarted (pid {})", index_, process_.pid());
+      if (on_restart_) on_restart_();
+    }
+    return Status::OK();
+  }
+
+  Status OpenLocked(uint64_t id, const Problem& p) REQUIRES(mu_) {
+    pb::Request req;
+    ToProto(p, req.mutable_open()->mutable_problem());
+    auto r = process_.Call(req, timeout_s_);
+    if (!r.ok())
+      return Status::Unavailable("worker died while opening " + p.ToString() + ": " +
+                                 r.status().message());
+    if (r->has_error()) return ErrorStatus(r->error());
+    open_session_ = id;
+    return Status::OK();
+  }
+
+  const int index_;
+  const double timeout_s_;
+  Mutex mu_;
+  WorkerProcess process_ GUARDED_BY(mu_);
+  std::function<void()> on_restart_ GUARDED_BY(mu_);
+  uint64_t next_session_ GUARDED_BY(mu_) = 0;
+  uint64_t open_session_ GUARDED_BY(mu_) = 0;  // whose problem the worker holds now (0: none)
+  int64_t started_ GUARDED_BY(mu_) = 0;        // processes started
+};
+
+class WorkerSession : public Session {
+ public:
+  WorkerSession(std::shared_ptr<DeviceWorker> worker, uint64_t id, Problem p)
+      : worker_(std::move(worker)), id_(id), problem_(std::move(p)) {}
+  ~WorkerSession() override { worker_->Close(id_); }
+
+  Status Check(const Candidate& c) override {
+    pb::Request req;
+    ToProto(c, req.mutable_check()->mutable_candidate());
+    return worker_->SessionCall(id_, problem_, req, c.name).status();
+  }
+
+  StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& opt) override {
+    pb::Request req;
+    ToProto(c, req.mutable_measure()->mutable_candidate());
+    ToProto(opt, req.mutable_measure()->mutable_options());
+    TR_ASSIGN_OR_RETURN(pb::Response r, worker_->SessionCall(id_, problem_, req, c.name));
+    if (!r.has_measure()) return Status::Internal("worker: measure answered with another kind");
+    return FromProto(r.measure().measurement());
+  }
+
+  StatusOr<Measurement> MeasureCeiling(const MeasureOptions& opt) override {
+    pb::Request req;
+    ToProto(opt, req.mutable_ceiling()->mutable_options());
+    TR_ASSIGN_OR_RETURN(pb::Response r,
+                        worker_->SessionCall(id_, problem_, req, "the copy ceiling"));
+    if (!r.has_ceiling()) return Status::Internal("worker: ceiling answered with another kind");
+    return FromProto(r.ceiling().measurement());
+  }
+
+ private:
+  std::shared_ptr<DeviceWorker> worker_;
+  const uint64_t id_;
+  const Problem problem_;
+};
+
+class WorkerBackend : public Backend {
+ public:
+  WorkerBackend(std::shared_ptr<DeviceWorker> worker, DeviceInfo device)
+      : worker_(std::move(worker)), device_(std::move(device)) {
+    // Sessions share the worker but never outlive their backend (tuner/backend.h).
+    worker_->set_on_restart([this] { CountWorkerRestart(); });
+  }
+  ~WorkerBackend() override { worker_->set_on_restart(nullptr); }
+
+  const DeviceInfo& device() const override { return device_; }
+
+  // Asks the worker (it owns the candidate family); empty, with a log line, when it cannot
+  // answer, which the tuner reports as "no valid candidate".
+  std::vector<Candidate> Candidates(const Problem& p) const override {
+    pb::Request req;
+    ToProto(p, req.mutable_candidates()->mutable_problem());
+    auto r = worker_->Call(req);
+    std::vector<Candidate> out;
+    if (!r.ok() || !r->has_candidates()) {
+      spdlog::warn("worker device {}: listing candidates for {}: {}", device_.index, p.ToString(),
+                   r.ok() ? "answered with another kind" : r.status().ToString());
+      return out;
+    }
+    for (const auto& c : r->candidates().candidates()) out.push_back(FromProto(c));
+    return out;
+  }
+
+  StatusOr<std::unique_ptr<Session>> Open(const Problem& p) override {
+    TR_RETURN_IF_ERROR(ValidateProblem(p, device_.memory_bytes));
+    const uint64_t id = worker_->NewSessionId();
+    TR_RETURN_IF_ERROR(worker_->Open(id, p));
+    return std::unique_ptr<Session>(std::make_unique<WorkerSession>(worker_, id, p));
+  }
+
+  pid_t worker_pid() const { return worker_->pid(); }
+
+ private:
+  std::shared_ptr<DeviceWorker> worker_;
+  const DeviceInfo device_;
+};
+
+}  // namespace
+
+StatusOr<std::vector<std::unique_ptr<Backend>>> MakeWorkerBackends(
+    const WorkerBackendOptions& options) {
+  std::vector<std::string> list_args = options.args;
+  list_args.push_back("--list");
+  TR_ASSIGN_OR_RETURN(std::string listed,
+                      RunAndCapture(options.path, list_args, options.list_timeout_s,
+                                    options.on_stderr ? options.on_stderr : LogStderrAs(options.path)));
+  std::vector<std::unique_ptr<Backend>> backends;
+  char* end = nullptr;
+  const long count = std::strtol(listed.c_str(), &end, 10);
+  if (end == listed.c_str() || count <= 0) {
+    spdlog::info("worker {} reports no device", options.path);
+    return backends;
+  }
+  for (int i = 0; i < count; ++i) {
+    auto worker = std::make_shared<DeviceWorker>(options, i);
+    pb::Request req;
+    req.mutable_describe();
+    auto r = worker->Call(req);
+    if (!r.ok() || !r->has_describe()) {
+      return Status(r.ok() ? StatusCode::kInternal : r.status().code(),
+                    "device " + std::to_string(i) + " of " + options.path + ": " +
+                        (r.ok() ? "describe answered with another kind" : r.status().message()));
+    }
+    DeviceInfo info = FromProto(r->describe().device());
+    info.index = i;
+    spdlog::info("{} device {}: {} {} (worker {})", info.backend, i, info.name, info.uuid,
+                 options.path);
+    backends.push_back(std::make_unique<WorkerBackend>(worker, std::move(info)));
+  }
+  return backends;
+}
+
+pid_t WorkerPid(const Backend& backend) {
+  const auto* w = dynamic_cast<const WorkerBackend*>(&backend);
+  return w ? w->worker_pid() : -1;
+}
+
+}  // namespace transposed::worker

@@ -1,0 +1,513 @@
+// Tests of the generic out-of-process backend (tuner/worker/), without a GPU: framing, the codec
+// of worker.proto, the child-process handling (stderr into the log included), the serve loop
+// over FakeEngine, and worker death/restart through the test-only transposed-fake-worker.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tuner/tuner.h"
+#include "tuner/worker/codec.h"
+#include "tuner/worker/fake_engine.h"
+#include "tuner/worker/frame.h"
+#include "tuner/worker/process.h"
+#include "tuner/worker/serve.h"
+#include "tuner/worker/worker_backend.h"
+
+namespace transposed::worker {
+namespace {
+
+using nlohmann::json;
+
+std::string FakeWorkerPath() {
+  const char* e = std::getenv("TRANSPOSED_FAKE_WORKER");
+  return e && *e ? e : TRANSPOSED_FAKE_WORKER_PATH;
+}
+
+pb::Request DescribeRequest() {
+  pb::Request r;
+  r.mutable_describe();
+  return r;
+}
+
+TEST(FrameTest, EncodeDecodeRoundTrip) {
+  for (const std::string& payload :
+       {std::string(), std::string("{}"), std::string(70000, 'x'), std::string("a\0b", 3)}) {
+    std::string frame = EncodeFrame(payload);
+    ASSERT_EQ(frame.size(), payload.size() + 4);
+    std::string out;
+    size_t consumed = 0;
+    ASSERT_TRUE(DecodeFrame(frame + "trailing", &out, &consumed).ok());
+    EXPECT_EQ(out, payload);
+    EXPECT_EQ(consumed, frame.size());
+    // Every strict prefix is incomplete.
+    for (size_t cut : {size_t{0}, size_t{3}, frame.size() - 1}) {
+      if (cut >= frame.size()) continue;
+      EXPECT_EQ(DecodeFrame(frame.substr(0, cut), &out, &consumed).code(),
+                StatusCode::kUnavailable);
+    }
+  }
+}
+
+TEST(FrameTest, LengthIsLittleEndian) {
+  std::string frame = EncodeFrame(std::string(0x0102, 'y'));
+  EXPECT_EQ(static_cast<unsigned char>(frame[0]), 0x02);
+  EXPECT_EQ(static_cast<unsigned char>(frame[1]), 0x01);
+  EXPECT_EQ(frame[2], 0);
+  EXPECT_EQ(frame[3], 0);
+}
+
+TEST(FrameTest, OversizedLengthRejected) {
+  std::string frame = "\xff\xff\xff\x7f";
+  std::string out;
+  size_t consumed = 0;
+  EXPECT_EQ(DecodeFrame(frame, &out, &consumed).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(FrameTest, SocketRoundTripEofAndTimeout) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  const std::string big(1 << 20, 'z');  // larger than a socket buffer: needs partial writes
+  std::thread writer([&] {
+    EXPECT_TRUE(WriteFrame(sv[0], "first").ok());
+    EXPECT_TRUE(WriteFrame(sv[0], big).ok());
+  });
+  std::string a, b;
+  ASSERT_TRUE(ReadFrame(sv[1], &a, 5000).ok());
+  ASSERT_TRUE(ReadFrame(sv[1], &b, 5000).ok());
+  writer.join();
+  EXPECT_EQ(a, "first");
+  EXPECT_EQ(b, big);
+  // Nothing more arrives: a timeout, then EOF once the writer closes.
+  EXPECT_EQ(ReadFrame(sv[1], &a, 50).code(), StatusCode::kDeadlineExceeded);
+  close(sv[0]);
+  EXPECT_EQ(ReadFrame(sv[1], &a, 1000).code(), StatusCode::kUnavailable);
+  // Writing to a closed peer is an error, not a SIGPIPE.
+  EXPECT_FALSE(WriteFrame(sv[1], "x").ok());
+  close(sv[1]);
+}
+
+TEST(CodecTest, ProblemRoundTrip) {
+  Problem p;
+  p.rows = 4097;
+  p.cols = 3001;
+  p.batch = 3;
+  p.dtype = DType::kBF16;
+  p.ld_in = 3008;
+  p.ld_out = 4100;
+  pb::Problem m;
+  ToProto(p, &m);
+  pb::Problem wire;
+  ASSERT_TRUE(wire.ParseFromString(m.SerializeAsString()));
+  auto back = FromProto(wire);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, p);
+  m.set_dtype("f7");
+  auto bad = FromProto(m);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("dtype"), std::string::npos);
+}
+
+TEST(CodecTest, CandidateAndOptionsRoundTrip) {
+  Candidate c{"tile64x64.rows8.vec16.swz",
+              {{"tile_rows", 64}, {"vec_bytes", 16}, {"big", 1LL << 40}}};
+  pb::Candidate cm;
+  ToProto(c, &cm);
+  Candidate cb = FromProto(cm);
+  EXPECT_EQ(cb.name, c.name);
+  EXPECT_EQ(cb.params, c.params);
+
+  MeasureOptions o{3, 17, 0.0123, 999};
+  pb::MeasureOptions om;
+  ToProto(o, &om);
+  auto ob = FromProto(om);
+  ASSERT_TRUE(ob.ok());
+  EXPECT_EQ(ob->warmup, 3);
+  EXPECT_EQ(ob->min_samples, 17);
+  EXPECT_EQ(ob->min_seconds, 0.0123);
+  EXPECT_EQ(ob->max_samples, 999);
+  o.max_samples = 2;  // below min_samples
+  ToProto(o, &om);
+  auto bad = FromProto(om);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("max_samples"), std::string::npos);
+}
+
+TEST(CodecTest, MeasurementDoublesAreExact) {
+  Measurement m = Measurement::FromSamples({1.0 / 3.0, 2.718281828459045e-5, 1e-7}, 2,
+                                           R"({"timer":"cuda_event","buffers":13})");
+  pb::Measurement mm;
+  ToProto(m, &mm);
+  pb::Measurement wire;
+  ASSERT_TRUE(wire.ParseFromString(mm.SerializeAsString()));
+  Measurement back = FromProto(wire);
+  EXPECT_EQ(back.valid, m.valid);
+  EXPECT_EQ(back.median_s, m.median_s);
+  EXPECT_EQ(back.min_s, m.min_s);
+  EXPECT_EQ(back.max_s, m.max_s);
+  EXPECT_EQ(back.samples, 3);
+  EXPECT_EQ(back.warmup, 2);
+  EXPECT_EQ(back.method, m.method);
+  ToProto(Measurement::Invalid("worker died"), &mm);
+  Measurement bb = FromProto(mm);
+  EXPECT_FALSE(bb.valid);
+  EXPECT_EQ(bb.error, "worker died");
+}
+
+TEST(CodecTest, DeviceInfoRoundTripKeepsFingerprint) {
+  DeviceInfo d;
+  d.backend = "cuda";
+  d.index = 2;
+  d.uuid = "GPU-01234567-89ab-cdef-0123-456789abcdef";
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.memory_bytes = 85520809984ULL;
+  d.attributes = {{"compute_capability", "9.0"}, {"l2_bytes", "52428800"}};
+  d.library_version = "0.1.0+kabc";
+  pb::Device m;
+  ToProto(d, &m);
+  DeviceInfo back = FromProto(m);
+  EXPECT_EQ(back.uuid, d.uuid);
+  EXPECT_EQ(back.attributes, d.attributes);
+  EXPECT_EQ(back.Fingerprint(), d.Fingerprint());
+}
+
+TEST(CodecTest, Errors) {
+  Status s = Status::ResourceExhausted("too big");
+  pb::Response r = ErrorResponse(s, /*fatal=*/true);
+  ASSERT_TRUE(r.has_error());
+  EXPECT_TRUE(r.error().fatal());
+  EXPECT_EQ(ErrorStatus(r.error()), s);
+  pb::Error unknown;
+  unknown.set_code(77);
+  unknown.set_message("?");
+  EXPECT_EQ(ErrorStatus(unknown).code(), StatusCode::kUnknown);
+  // An error with code 0 is still an error.
+  pb::Error zero;
+  EXPECT_FALSE(ErrorStatus(zero).ok());
+}
+
+// --- the serve loop, in-process over a socket pair ----------------------------------------------
+
+TEST(ServeTest, DispatchAnswersEveryRequestKindWithItsTypedResponse) {
+  FakeEngine engine({});
+  Problem p{64, 48, 1, DType::kF32, 0, 0};
+  pb::Request req;
+  EXPECT_TRUE(Dispatch(&engine, Status::OK(), req).has_error());  // no kind set
+  EXPECT_TRUE(Dispatch(&engine, Status::OK(), DescribeRequest()).has_describe());
+  ToProto(p, req.mutable_candidates()->mutable_problem());
+  pb::Response cands = Dispatch(&engine, Status::OK(), req);
+  ASSERT_TRUE(cands.has_candidates());
+  EXPECT_EQ(cands.candidates().candidates_size(), 4);
+  // Check before Open: FAILED_PRECONDITION from the engine, as an error response.
+  req.Clear();
+  req.mutable_check()->mutable_candidate()->set_name("fake.c0");
+  pb::Response early = Dispatch(&engine, Status::OK(), req);
+  ASSERT_TRUE(early.has_error());
+  EXPECT_EQ(ErrorStatus(early.error()).code(), StatusCode::kFailedPrecondition);
+  req.Clear();
+  ToProto(p, req.mutable_open()->mutable_problem());
+  EXPECT_TRUE(Dispatch(&engine, Status::OK(), req).has_open());
+  req.Clear();
+  req.mutable_check()->mutable_candidate()->set_name("fake.c0");
+  EXPECT_TRUE(Dispatch(&engine, Status::OK(), req).has_check());
+  req.Clear();
+  req.mutable_measure()->mutable_candidate()->set_name("fake.c0");
+  ToProto(MeasureOptions{}, req.mutable_measure()->mutable_options());
+  pb::Response m = Dispatch(&engine, Status::OK(), req);
+  ASSERT_TRUE(m.has_measure());
+  EXPECT_TRUE(m.measure().measurement().valid());
+  // Out-of-range options name the field.
+  req.mutable_measure()->mutable_options()->set_min_samples(0);
+  pb::Response bad = Dispatch(&engine, Status::OK(), req);
+  ASSERT_TRUE(bad.has_error());
+  EXPECT_NE(bad.error().message().find("min_samples"), std::string::npos);
+  req.Clear();
+  ToProto(MeasureOptions{}, req.mutable_ceiling()->mutable_options());
+  EXPECT_TRUE(Dispatch(&engine, Status::OK(), req).has_ceiling());
+  req.Clear();
+  req.mutable_close();
+  EXPECT_TRUE(Dispatch(&engine, Status::OK(), req).has_close());
+  // Without an engine every request gets the initialisation error.
+  pb::Response none = Dispatch(nullptr, Status::Unavailable("no driver"), DescribeRequest());
+  ASSERT_TRUE(none.has_error());
+  EXPECT_EQ(ErrorStatus(none.error()), Status::Unavailable("no driver"));
+}
+
+TEST(ServeTest, LoopServesFramesUntilTheDaemonCloses) {
+  int in[2], out[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, in), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, out), 0);
+  FakeEngine engine({});
+  int code = -1;
+  std::thread loop([&] { code = Serve(&engine, Status::OK(), in[1], out[1]); });
+  ASSERT_TRUE(WriteFrame(in[0], DescribeRequest().SerializeAsString()).ok());
+  std::string payload;
+  ASSERT_TRUE(ReadFrame(out[0], &payload, 5000).ok());
+  pb::Response r;
+  ASSERT_TRUE(r.ParseFromString(payload));
+  ASSERT_TRUE(r.has_describe());
+  EXPECT_EQ(r.describe().device().uuid(), "GPU-fake-0");
+  // Garbage is answered with an error, and the loop goes on.
+  ASSERT_TRUE(WriteFrame(in[0], std::string("\xff\xff\xff", 3)).ok());
+  ASSERT_TRUE(ReadFrame(out[0], &payload, 5000).ok());
+  ASSERT_TRUE(r.ParseFromString(payload));
+  EXPECT_TRUE(r.has_error());
+  close(in[0]);
+  loop.join();
+  EXPECT_EQ(code, kExitOk);
+  close(in[1]);
+  close(out[0]);
+  close(out[1]);
+}
+
+TEST(WorkerProcessTest, ReportsExitAndSignal) {
+  WorkerProcess sh("/bin/sh", {"-c", "exit 7"});
+  ASSERT_TRUE(sh.Start().ok());
+  auto r = sh.Call(DescribeRequest(), 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("exit code 7"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(sh.running());
+
+  WorkerProcess killed("/bin/sh", {"-c", "kill -9 $$"});
+  ASSERT_TRUE(killed.Start().ok());
+  r = killed.Call(DescribeRequest(), 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("signal 9"), std::string::npos) << r.status().message();
+}
+
+TEST(WorkerProcessTest, HungChildIsKilledAtTheTimeout) {
+  WorkerProcess hang("/bin/sh", {"-c", "exec sleep 30"});
+  ASSERT_TRUE(hang.Start().ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = hang.Call(DescribeRequest(), 0.3);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("timed out"), std::string::npos);
+  EXPECT_NE(r.status().message().find("signal 9"), std::string::npos) << r.status().message();
+  EXPECT_LT(s, 10.0);
+  EXPECT_FALSE(hang.running());
+}
+
+TEST(WorkerProcessTest, RunAndCapture) {
+  auto out = RunAndCapture("/bin/sh", {"-c", "echo 3"}, 10);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, "3\n");
+  EXPECT_FALSE(RunAndCapture("/bin/sh", {"-c", "exit 1"}, 10).ok());
+  EXPECT_EQ(RunAndCapture("/bin/sh", {"-c", "exec sleep 30"}, 0.2).status().code(),
+            StatusCode::kDeadlineExceeded);
+  // stderr, when asked for, comes line by line (the daemon logs a worker's `--list` complaints).
+  std::vector<std::string> lines;
+  out = RunAndCapture("/bin/sh", {"-c", "echo out; echo err1 >&2; printf err2 >&2"}, 10,
+                      [&](int, const std::string& line) { lines.push_back(line); });
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, "out\n");
+  EXPECT_EQ(lines, (std::vector<std::string>{"err1", "err2"}));
+}
+
+// --- worker death and restart, through the test-only fake worker --------------------------------
+
+int PidOf(const Measurement& m) { return json::parse(m.method).value("pid", -1); }
+
+class FakeWorkerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> Make(std::vector<std::string> args = {}) {
+    WorkerBackendOptions o;
+    o.path = FakeWorkerPath();
+    o.args = std::move(args);
+    o.on_stderr = [this](int, const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stderr_lines_.push_back(line);
+    };
+    auto b = MakeWorkerBackends(o);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    if (!b.ok() || b->size() != 1) return nullptr;
+    return std::move((*b)[0]);
+  }
+  Problem P() const {
+    Problem p;
+    p.rows = 512;
+    p.cols = 384;
+    p.dtype = DType::kF32;
+    return p;
+  }
+  std::vector<std::string> StderrLines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stderr_lines_;
+  }
+
+  std::mutex mu_;
+  std::vector<std::string> stderr_lines_;
+};
+
+TEST_F(FakeWorkerTest, OneBackendPerListedDevice) {
+  WorkerBackendOptions o;
+  o.path = FakeWorkerPath();
+  o.args = {"--devices", "3", "--backend", "fakegpu"};
+  auto backends = MakeWorkerBackends(o);
+  ASSERT_TRUE(backends.ok()) << backends.status().ToString();
+  ASSERT_EQ(backends->size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*backends)[i]->device().backend, "fakegpu");
+    EXPECT_EQ((*backends)[i]->device().index, i);
+    EXPECT_EQ((*backends)[i]->device().uuid, "GPU-fake-" + std::to_string(i));
+  }
+  o.args = {"--devices", "0"};
+  auto none = MakeWorkerBackends(o);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(FakeWorkerTest, MissingWorkerIsAnError) {
+  WorkerBackendOptions o;
+  o.path = "/nonexistent/transposed-worker";
+  EXPECT_FALSE(MakeWorkerBackends(o).ok());
+}
+
+TEST_F(FakeWorkerTest, CandidatesComeFromTheEngine) {
+  auto plain = Make();
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->device().uuid, "GPU-fake-0");
+  auto cands = plain->Candidates(P());
+  ASSERT_EQ(cands.size(), 4u);
+  EXPECT_EQ(cands[2].name, "fake.c2");
+  EXPECT_EQ(cands[2].params.at("c"), 2);
+  auto faulty = Make({"--with-fault"});
+  ASSERT_NE(faulty, nullptr);
+  auto fc = faulty->Candidates(P());
+  ASSERT_EQ(fc.size(), cands.size() + 1);
+  EXPECT_EQ(fc.back().name, kFakeFaultCandidate);
+  // A bad problem: the engine's error is logged and no candidate is offered.
+  Problem bad = P();
+  bad.rows = 0;
+  EXPECT_TRUE(plain->Candidates(bad).empty());
+}
+
+TEST_F(FakeWorkerTest, WorkerStderrGoesToTheLog) {
+  auto backend = Make({"--stderr-line", "hello from the worker"});
+  ASSERT_NE(backend, nullptr);
+  ASSERT_FALSE(backend->Candidates(P()).empty());
+  // The line is read by the stderr thread; wait for it (generously: CI machines are loaded).
+  for (int i = 0; i < 6000; ++i) {
+    auto lines = StderrLines();
+    if (std::find(lines.begin(), lines.end(), "hello from the worker") != lines.end()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "the worker's stderr line never reached on_stderr";
+}
+
+TEST_F(FakeWorkerTest, TuneSurvivesAFatalCandidateAndTheWorkerIsRestarted) {
+  auto backend = Make({"--with-fault"});
+  ASSERT_NE(backend, nullptr);
+  TuneOptions opt;
+  auto r = RunTune(*backend, P(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  bool saw_fault = false;
+  for (const auto& c : r->candidates) {
+    if (c.candidate.name != kFakeFaultCandidate) continue;
+    saw_fault = true;
+    EXPECT_FALSE(c.measurement.valid);
+    EXPECT_EQ(c.phase, Phase::kCheck);
+    EXPECT_NE(c.measurement.error.find("worker died"), std::string::npos) << c.measurement.error;
+    EXPECT_NE(c.measurement.error.find("IllegalAddress"), std::string::npos);
+    EXPECT_NE(c.measurement.error.find("exit code 3"), std::string::npos);
+    EXPECT_NE(c.measurement.error.find("restarted"), std::string::npos);
+  }
+  EXPECT_TRUE(saw_fault);
+  EXPECT_EQ(backend->worker_restarts(), 1);
+  EXPECT_NE(r->best.name, kFakeFaultCandidate);
+  EXPECT_TRUE(r->best_measurement.valid);
+  EXPECT_EQ(r->valid, static_cast<int>(r->candidates.size()) - 1);
+  // The worker's "device context broken" line reached the log.
+  bool logged = false;
+  for (const auto& l : StderrLines()) logged |= l.find("broken") != std::string::npos;
+  EXPECT_TRUE(logged);
+  auto r2 = RunTune(*backend, P(), opt);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->best.name, r->best.name);
+}
+
+TEST_F(FakeWorkerTest, CrashMidSessionIsRecordedAndTheSessionContinues) {
+  auto backend = Make({"--crash-on", "fake.c1"});
+  ASSERT_NE(backend, nullptr);
+  auto cands = backend->Candidates(P());
+  ASSERT_GE(cands.size(), 3u);
+  auto session = backend->Open(P());
+  ASSERT_TRUE(session.ok());
+  auto m0 = (*session)->Measure(cands[0], MeasureOptions{});
+  ASSERT_TRUE(m0.ok());
+  Status crash = (*session)->Check(cands[1]);
+  EXPECT_EQ(crash.code(), StatusCode::kAborted);
+  EXPECT_NE(crash.message().find("worker died"), std::string::npos) << crash.message();
+  EXPECT_NE(crash.message().find("signal 6"), std::string::npos) << crash.message();
+  EXPECT_NE(crash.message().find(cands[1].name), std::string::npos);
+  // The same session goes on with a new worker that has the problem open again.
+  auto m2 = (*session)->Measure(cands[2], MeasureOptions{});
+  ASSERT_TRUE(m2.ok()) << m2.status().ToString();
+  EXPECT_NE(PidOf(*m0), PidOf(*m2));
+  EXPECT_EQ(json::parse(m2->method).value("opens", 0), 1);
+  EXPECT_EQ(backend->worker_restarts(), 1);
+}
+
+TEST_F(FakeWorkerTest, KilledWorkerIsRestartedByTheNextRequestAndCounted) {
+  auto backend = Make();
+  ASSERT_NE(backend, nullptr);
+  const pid_t first = WorkerPid(*backend);  // started by MakeWorkerBackends (describe)
+  ASSERT_GT(first, 0);
+  EXPECT_EQ(backend->worker_restarts(), 0);
+  // Killed while idle: the next request (candidates, safe to repeat) restarts it and succeeds.
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_EQ(backend->Candidates(P()).size(), 4u);
+  EXPECT_EQ(backend->worker_restarts(), 1);
+  const pid_t second = WorkerPid(*backend);
+  EXPECT_GT(second, 0);
+  EXPECT_NE(second, first);
+
+  // Killed with a session open: the next session request either finds it dead before sending
+  // (restarts it, re-opens the problem, succeeds) or sees it die (ABORTED, restarted); either
+  // way the request after that runs on a new worker with the problem open again.
+  auto cands = backend->Candidates(P());
+  auto session = backend->Open(P());
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  ASSERT_TRUE((*session)->Measure(cands[0], MeasureOptions{}).ok());
+  ASSERT_EQ(kill(second, SIGKILL), 0);
+  auto m = (*session)->Measure(cands[1], MeasureOptions{});
+  if (!m.ok()) {
+    EXPECT_EQ(m.status().code(), StatusCode::kAborted) << m.status().ToString();
+    EXPECT_NE(m.status().message().find("restarted"), std::string::npos) << m.status().message();
+    m = (*session)->Measure(cands[1], MeasureOptions{});
+  }
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(PidOf(*m), WorkerPid(*backend));
+  EXPECT_NE(PidOf(*m), second);
+  EXPECT_EQ(backend->worker_restarts(), 2);
+}
+
+TEST_F(FakeWorkerTest, SessionsTakeTurnsOnOneWorker) {
+  auto backend = Make();
+  ASSERT_NE(backend, nullptr);
+  Problem q = P();
+  q.rows = 100;
+  auto a = backend->Open(P());
+  auto b = backend->Open(q);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto cands = backend->Candidates(P());
+  // Alternating sessions re-open their own problem in the one worker each time.
+  auto ma = (*a)->Measure(cands[0], MeasureOptions{});
+  auto mb = (*b)->Measure(cands[0], MeasureOptions{});
+  ASSERT_TRUE(ma.ok() && mb.ok());
+  EXPECT_EQ(json::parse(ma->method).value("opens", 0), 3);  // a, b, a again
+  EXPECT_EQ(json::parse(mb->method).value("opens", 0), 4);
+  EXPECT_EQ(PidOf(*ma), PidOf(*mb));
+}
+
+}  // namespace
+}  // namespace transposed::worker
