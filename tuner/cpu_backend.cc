@@ -1112,8 +1112,21 @@ StatusOr<std::unique_ptr<Session>> CpuBackend::Open(const Problem& p) {
     return Status::ResourceExhausted("cpu: " + p.ToString() + " needs " +
                                      std::to_string(footprint) + " bytes, the host has " +
                                      std::to_string(device_.memory_bytes));
-  auto session = std::make_unique<CpuSession>(p, pool_, max_threads_, llc_bytes_,
-                                              device_.memory_bytes, options_.enable_test_faults);
+  // ...and fit in what is available now (MemAvailable, the cgroup's limit), so that a large
+  // problem is refused instead of getting the daemon OOM-killed. The rotating buffers take at most
+  // a quarter of what is left.
+  uint64_t memory_bytes = device_.memory_bytes;
+  if (auto available = ReadAvailableMemory(options_.memory)) {
+    if (footprint > available->bytes)
+      return Status::ResourceExhausted(
+          "cpu: " + p.ToString() + " needs " + std::to_string(footprint) +
+          " bytes (input, output and reference), only " + std::to_string(available->bytes) +
+          " bytes are available (" + available->source + ")");
+    const uint64_t left = available->bytes - footprint;
+    memory_bytes = memory_bytes > 0 ? std::min(memory_bytes, left) : left;
+  }
+  auto session = std::make_unique<CpuSession>(p, pool_, max_threads_, llc_bytes_, memory_bytes,
+                                              options_.enable_test_faults);
   TR_RETURN_IF_ERROR(session->Init());
   return std::unique_ptr<Session>(std::move(session));
 }

@@ -40,6 +40,7 @@
 #include "core/status.h"
 #include "tuner/backend.h"
 #include "tuner/cpu_simd.h"
+#include "tuner/host_memory.h"
 
 namespace transposed {
 
@@ -48,6 +49,9 @@ struct CpuBackendOptions {
   int max_threads = 0;
   // Adds deliberately wrong candidates ("cpu.test.*") that their check must reject; for tests.
   bool enable_test_faults = false;
+  // Where Open reads the memory available to this process (tuner/host_memory.h); a problem whose
+  // buffers do not fit is refused with RESOURCE_EXHAUSTED naming the bytes.
+  HostMemoryPaths memory;
 };
 
 // Problems smaller than this get single-threaded candidates only.
