@@ -876,7 +876,9 @@ StatusOr<CpuConfig> CpuConfig::FromCandidate(const Candidate& c) {
     config.tile = static_cast<int>(*tile);
     config.threads = static_cast<int>(*threads);
   }
-  if (config.kind == Kind::kSimd && config.ToCandidate().name != c.name) return unknown();
+  // Only the canonical spelling ("cpu.tile32.t1", not "cpu.tile032.t01"): one variant, one name
+  // in the cache.
+  if (config.ToCandidate().name != c.name) return unknown();
   if (!c.params.empty() && c.params != config.ToCandidate().params)
     return Status::InvalidArgument("cpu: the params of \"" + c.name + "\" do not match its name");
   return config;
