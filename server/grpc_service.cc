@@ -48,6 +48,19 @@ constexpr size_t kMaxListReplyBytes = 3 << 20;
 
 }  // namespace
 
+Status GrpcTransposer::Admit(const char* method, const grpc::CallbackServerContext* context,
+                             CallLimiter::Slot* slot) const {
+  if (limiter_ == nullptr) return Status::OK();
+  StatusOr<CallLimiter::Slot> s = limiter_->Acquire(context->peer());
+  if (!s.ok()) {
+    spdlog::warn("rpc={} peer={} refused status={}", method, Quote(context->peer()),
+                 s.status().ToString());
+    return s.status();
+  }
+  *slot = std::move(s).value();
+  return Status::OK();
+}
+
 Status GrpcTransposer::Authorize(const char* method,
                                  const grpc::CallbackServerContext* context) const {
   Status s = gate_.Authorize(method, *context);
@@ -82,6 +95,7 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
   }
 
   void OnDone() override {
+    slot_.Release();
     owner_->inflight_.fetch_sub(1);
     self_.reset();  // may delete this
   }
@@ -98,6 +112,10 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
     const StatusOr<ConfigRequest> req = ConfigRequestFromProto(request);
     if (!req.ok()) {
       Complete(req.status());
+      return;
+    }
+    if (Status admitted = owner_->Admit("GetConfig", context_, &slot_); !admitted.ok()) {
+      Complete(admitted);
       return;
     }
     std::shared_ptr<GetConfigCall> self = self_;
@@ -135,6 +153,7 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
   std::string problem_;                  // for the note; written before any answer can come
   std::string device_;                   // written by Begin, then only by the finisher
   std::atomic<bool> finished_{false};
+  CallLimiter::Slot slot_;  // taken by Begin, given back by OnDone
   Mutex mu_;
   bool cancelled_ GUARDED_BY(mu_) = false;
   std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);
@@ -172,6 +191,7 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
   void OnCancel() override { ClientLeft(/*write_done=*/false); }
 
   void OnDone() override {
+    slot_.Release();
     owner_->inflight_.fetch_sub(1);
     self_.reset();  // may delete this
   }
@@ -195,6 +215,10 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
     const StatusOr<ForcedTuneRequest> parsed = TuneRequestFromProto(request);
     if (!parsed.ok()) {
       End(parsed.status(), std::nullopt);
+      return;
+    }
+    if (Status admitted = owner_->Admit("Tune", context_, &slot_); !admitted.ok()) {
+      End(admitted, std::nullopt);
       return;
     }
     const ForcedTuneRequest& req = *parsed;
@@ -301,6 +325,7 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
   grpc::CallbackServerContext* const context_;
   std::shared_ptr<TuneCall> self_;  // set in Start, dropped in OnDone
   std::string problem_;             // for the note, written before any answer can come
+  CallLimiter::Slot slot_;          // taken by Begin, given back by OnDone
   Mutex mu_;
   std::string device_ GUARDED_BY(mu_);
   std::deque<v1::TuneProgress> pending_ GUARDED_BY(mu_);  // front: the write in flight

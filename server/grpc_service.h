@@ -22,6 +22,7 @@
 
 #include <atomic>
 
+#include "server/call_limiter.h"
 #include "server/rpc_interceptor.h"
 #include "server/security.h"
 #include "server/service.h"
@@ -33,10 +34,11 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
  public:
   // `notes` (optional) receives each call's note for the interceptor's log line.
   // `gate` decides who may call the admin RPCs (server/security.h); the default admits loopback
-  // peers only.
+  // peers only. `limiter` (optional, must outlive this object) caps the GetConfig and Tune calls
+  // open at once per client and in total (server/call_limiter.h).
   explicit GrpcTransposer(TransposeService* service, RpcNotes* notes = nullptr,
-                          AdminGate gate = AdminGate())
-      : service_(service), notes_(notes), gate_(std::move(gate)) {}
+                          AdminGate gate = AdminGate(), CallLimiter* limiter = nullptr)
+      : service_(service), notes_(notes), gate_(std::move(gate)), limiter_(limiter) {}
 
   grpc::ServerUnaryReactor* GetConfig(grpc::CallbackServerContext* context,
                                       const v1::GetConfigRequest* request,
@@ -68,10 +70,14 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
 
   // The admin check of one call (AdminGate): OK, or the status to answer (logged here).
   Status Authorize(const char* method, const grpc::CallbackServerContext* context) const;
+  // Takes the call's place from the limiter into *slot: OK, or the status to answer (logged).
+  Status Admit(const char* method, const grpc::CallbackServerContext* context,
+               CallLimiter::Slot* slot) const;
 
   TransposeService* const service_;
   RpcNotes* const notes_;
   const AdminGate gate_;
+  CallLimiter* const limiter_;
   std::atomic<int> inflight_{0};
 };
 

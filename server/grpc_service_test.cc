@@ -54,6 +54,7 @@ class GrpcServiceTest : public ::testing::Test {
         {"slow", {4e-3}}, {"fast", {1e-3}}, {"broken", {1e-4}, Status::Internal("bad output")}};
     for (auto& c : candidates) c.check_sleep_s = 0.05;  // a tune takes > 0.15 s
     backends.push_back(std::make_unique<FakeBackend>(candidates));
+    fake_ = static_cast<FakeBackend*>(backends.back().get());
     ServiceOptions options;
     options.tune.quick = {0, 1, 0, 1};
     options.tune.final = {0, 1, 0, 1};
@@ -98,6 +99,7 @@ class GrpcServiceTest : public ::testing::Test {
 
   RpcNotes notes_;
   CountingRecorder recorder_;
+  FakeBackend* fake_ = nullptr;  // owned by service_
   std::unique_ptr<Store> store_;
   std::unique_ptr<TransposeService> service_;
   std::unique_ptr<GrpcTransposer> grpc_service_;
@@ -309,6 +311,108 @@ TEST_F(GrpcServiceTest, AnExpiredDeadlineLeavesTheTuneToFinishAndBeStored) {
   } while (!s.ok() && std::chrono::steady_clock::now() < stored);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(service_->counters().tunes_completed, 2);
+}
+
+// The call caps: a client with --max-calls-per-client calls waiting for tunes is refused the next
+// one with RESOURCE_EXHAUSTED naming the cap (short calls still pass); when its calls finish, it
+// may call again. A second server on the same service, with caps (2 per client, 3 in total).
+TEST_F(GrpcServiceTest, CallsWaitingForTunesAreCappedPerClientAndInTotal) {
+  CallLimiter limiter(2, 3);
+  GrpcTransposer capped(service_.get(), nullptr, AdminGate(), &limiter);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&capped);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Transposer::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                          grpc::InsecureChannelCredentials()));
+
+  // Two misses whose tunes cannot finish while the checks are held.
+  fake_->HoldChecks(true);
+  struct Pending {
+    grpc::ClientContext ctx;
+    v1::Answer answer;
+    grpc::Status status;
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Pending>> pending;
+  for (int64_t rows : {64, 96}) {
+    auto p = std::make_unique<Pending>();
+    Pending* raw = p.get();
+    raw->thread = std::thread([raw, &stub, rows] {
+      raw->status = stub->GetConfig(&raw->ctx, Request(rows, 32, "f32"), &raw->answer);
+    });
+    pending.push_back(std::move(p));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (limiter.open_total() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(limiter.open_total(), 2);
+  EXPECT_EQ(limiter.open("ipv4:127.0.0.1:1"), 2);
+
+  {
+    grpc::ClientContext ctx;
+    v1::Answer a;
+    grpc::Status s = stub->GetConfig(&ctx, Request(128, 32, "f32"), &a);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_NE(s.error_message().find("--max-calls-per-client"), std::string::npos)
+        << s.error_message();
+    grpc::ClientContext tctx;
+    v1::TuneRequest tr;
+    *tr.mutable_problem() = Request(128, 32, "f32").problem();
+    auto reader = stub->Tune(&tctx, tr);
+    v1::TuneProgress msg;
+    while (reader->Read(&msg)) {
+    }
+    s = reader->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListDevicesResponse r;
+    EXPECT_TRUE(stub->ListDevices(&ctx, v1::ListDevicesRequest(), &r).ok());
+  }
+  // The total cap counts every client: with 3 open, anyone is refused.
+  {
+    StatusOr<CallLimiter::Slot> other = limiter.Acquire("ipv4:10.1.2.3:4000");
+    ASSERT_TRUE(other.ok());
+    grpc::ClientContext ctx;
+    v1::Answer a;
+    grpc::Status s = stub->GetConfig(&ctx, Request(128, 32, "f32"), &a);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(s.error_message().find("--max-calls)"), std::string::npos) << s.error_message();
+  }
+
+  fake_->HoldChecks(false);
+  for (auto& p : pending) {
+    p->thread.join();
+    EXPECT_TRUE(p->status.ok()) << p->status.error_message();
+  }
+  while (limiter.open_total() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(limiter.open_total(), 0);
+  grpc::ClientContext ctx;
+  v1::Answer a;
+  grpc::Status s = stub->GetConfig(&ctx, Request(64, 32, "f32"), &a);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  server->Shutdown();
+}
+
+TEST(CallLimiterTest, ClientsArePeersWithoutTheirPort) {
+  EXPECT_EQ(CallLimiter::ClientOf("ipv4:10.0.0.7:5000"), "ipv4:10.0.0.7");
+  EXPECT_EQ(CallLimiter::ClientOf("ipv6:[::1]:5000"), "ipv6:[::1]");
+  EXPECT_EQ(CallLimiter::ClientOf("ipv6:[fe80::1%eth0]:1"), "ipv6:[fe80::1%eth0]");
+  EXPECT_EQ(CallLimiter::ClientOf("unix:/run/t.sock"), "unix:/run/t.sock");
+  CallLimiter l(1, 0);
+  auto a = l.Acquire("ipv4:10.0.0.7:5000");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(l.Acquire("ipv4:10.0.0.7:5001").status().code(), StatusCode::kResourceExhausted);
+  auto b = l.Acquire("ipv4:10.0.0.8:5000");  // another host has its own allowance
+  ASSERT_TRUE(b.ok());
+  a->Release();
+  EXPECT_TRUE(l.Acquire("ipv4:10.0.0.7:5002").ok());  // released again at once (a temporary)
+  EXPECT_EQ(l.open_total(), 1);
 }
 
 }  // namespace

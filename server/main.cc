@@ -49,6 +49,8 @@ struct Flags {
   transposed::SecurityOptions security;
   int max_queued_tunes = 8;
   int max_streams_per_connection = 64;
+  int max_calls_per_client = 128;
+  int max_calls = 2048;
 };
 
 // A log file sink that can reopen its file (after logrotate moved it away): spdlog's
@@ -151,6 +153,15 @@ int main(int argc, char** argv) {
   app.add_option("--max-streams-per-connection", flags.max_streams_per_connection,
                  "concurrent calls one client connection may have open")
       ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--max-calls-per-client", flags.max_calls_per_client,
+                 "GetConfig and Tune calls one client host may have open at once; more are "
+                 "refused with RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--max-calls", flags.max_calls,
+                 "GetConfig and Tune calls all clients together may have open at once")
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--tls-cert", flags.security.tls_cert,
                  "PEM certificate chain: serve TLS (with --tls-key)");
@@ -270,8 +281,10 @@ int main(int argc, char** argv) {
         admin_token.empty() ? "" : " and can capture the admin token from the wire");
   }
   transposed::RpcNotes rpc_notes;
+  transposed::CallLimiter call_limiter(flags.max_calls_per_client, flags.max_calls);
   transposed::GrpcTransposer grpc_service(service->get(), &rpc_notes,
-                                          transposed::AdminGate(admin_token, mtls));
+                                          transposed::AdminGate(admin_token, mtls),
+                                          &call_limiter);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

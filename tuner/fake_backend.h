@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,15 @@ class FakeBackend : public Backend {
     return std::unique_ptr<Session>(new FakeSession(state_));
   }
 
+  // While held, every Check blocks (a tune stays in flight until the test lets it go on).
+  void HoldChecks(bool hold) {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->held = hold;
+    }
+    state_->released.notify_all();
+  }
+
   // Makes every later Open fail with `s`.
   void set_open_status(Status s) {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -104,6 +114,8 @@ class FakeBackend : public Backend {
  private:
   struct State {
     mutable std::mutex mu;
+    std::condition_variable released;  // notified when held goes false
+    bool held = false;
     std::vector<FakeCandidate> candidates;
     double ceiling_s = 0;
     Status open_status;
@@ -145,7 +157,8 @@ class FakeBackend : public Backend {
       double sleep_s = 0;
       Status result;
       {
-        std::lock_guard<std::mutex> lock(state_->mu);
+        std::unique_lock<std::mutex> lock(state_->mu);
+        state_->released.wait(lock, [this] { return !state_->held; });
         ++state_->checks[c.name];
         state_->log.push_back("check:" + c.name);
         const FakeCandidate* f = state_->Find(c.name);
