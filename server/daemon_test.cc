@@ -12,7 +12,9 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -650,6 +652,68 @@ TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
                     R"(variant=")" + tuned.variant().name() + R"("})"),
               tuned.ratio(), 1e-9);
   EXPECT_TRUE(d.Stop().ok());
+  d.RemoveDir();
+}
+
+// gRPC 1.51 abandons its listener for good when accept fails (EMFILE: every descriptor taken by
+// connections). The daemon notices, rebuilds its server on the same port and accepts again: a
+// daemon limited to 64 descriptors is flooded with 150 connections, they are closed, and a new
+// client is served.
+TEST(DaemonProcessTest, AcceptsAgainAfterRunningOutOfDescriptors) {
+  testing::DaemonOptions o;
+  o.binary = TRANSPOSED_BINARY;
+  o.extra_args = {"--cpu-threads", "1"};
+  o.max_open_files = 64;
+  testing::DaemonProcess d(o);
+  const Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  auto list_devices = [&d](std::chrono::seconds timeout) {
+    auto stub = DaemonTest::Connect(d.port());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    v1::ListDevicesResponse r;
+    return stub->ListDevices(&ctx, v1::ListDevicesRequest(), &r);
+  };
+  ASSERT_TRUE(list_devices(30s).ok());
+
+  std::vector<int> fds;
+  for (int i = 0; i < 150; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(d.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // The kernel completes the handshake into the backlog whether or not gRPC accepts.
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(fd);
+      break;
+    }
+    fds.push_back(fd);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  std::string log;
+  while (std::chrono::steady_clock::now() < deadline) {
+    log = ReadFile(d.log());
+    if (log.find("Failed accept4") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(log.find("Failed accept4"), std::string::npos) << log;
+  for (int fd : fds) close(fd);
+
+  grpc::Status s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    s = list_devices(5s);
+    if (s.ok()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  log = ReadFile(d.log());
+  EXPECT_TRUE(s.ok()) << s.error_message() << "\n" << log;
+  EXPECT_NE(log.find("stopped accepting connections"), std::string::npos) << log;
+  EXPECT_NE(log.find("serving again on port " + std::to_string(d.port())), std::string::npos)
+      << log;
+  const Status stopped = d.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
   d.RemoveDir();
 }
 

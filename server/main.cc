@@ -26,6 +26,7 @@
 #include "core/version.h"
 #include "server/backends.h"
 #include "server/grpc_service.h"
+#include "server/listener_watch.h"
 #include "server/metrics.h"
 #include "server/rpc_interceptor.h"
 #include "server/security.h"
@@ -203,6 +204,7 @@ int main(int argc, char** argv) {
 
   std::shared_ptr<ReopenableFileSink> log_sink;
   if (!SetUpLogging(flags, &log_sink)) return 1;
+  transposed::InstallGrpcLogHook();
   spdlog::info("transposed {} starting (kernel library {}), pid {}", transposed::kProjectVersion,
                transposed::kLibraryVersion, static_cast<long>(getpid()));
   {
@@ -282,36 +284,60 @@ int main(int argc, char** argv) {
   }
   transposed::RpcNotes rpc_notes;
   transposed::CallLimiter call_limiter(flags.max_calls_per_client, flags.max_calls);
-  transposed::GrpcTransposer grpc_service(service->get(), &rpc_notes,
-                                          transposed::AdminGate(admin_token, mtls),
-                                          &call_limiter);
+  const transposed::AdminGate admin_gate(admin_token, mtls);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  {
+  // The gRPC server and its service shell. Rebuilt on the same port when gRPC stops accepting
+  // connections (server/listener_watch.h); the shell must outlive its server.
+  struct Serving {
+    std::unique_ptr<transposed::GrpcTransposer> shell;
+    std::unique_ptr<grpc::Server> server;
+    void Reset() {
+      server.reset();
+      shell.reset();
+    }
+  };
+  auto build = [&](const std::string& address, int* bound) {
+    Serving s;
+    s.shell = std::make_unique<transposed::GrpcTransposer>(service->get(), &rpc_notes, admin_gate,
+                                                           &call_limiter);
+    grpc::ServerBuilder builder;
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(
         std::make_unique<transposed::RpcInterceptorFactory>(&rpc_notes, &metrics));
     builder.experimental().SetInterceptorCreators(std::move(creators));
-  }
+    // Without SO_REUSEPORT a second daemon on a taken port fails to bind instead of sharing it.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // Bounds: concurrent calls per connection, and idle connections closed after 10 minutes so
+    // that forgotten clients do not hold descriptors. (Calls hold no thread: the callback API.)
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, flags.max_streams_per_connection);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
+    builder.AddListeningPort(address, *credentials, bound);
+    builder.RegisterService(s.shell.get());
+    s.server = builder.BuildAndStart();
+    if (s.server != nullptr) {
+      if (auto* health = s.server->GetHealthCheckService()) {
+        health->SetServingStatus(transposed::v1::Transposer::service_full_name(), true);
+        health->SetServingStatus("transposed.store", !store_read_only);
+      }
+    }
+    return s;
+  };
   int port = 0;
-  // Without SO_REUSEPORT a second daemon on a taken port fails to bind instead of sharing it.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // Bounds: concurrent calls per connection, and idle connections closed after 10 minutes so that
-  // forgotten clients do not hold descriptors. (Calls hold no thread: the callback API.)
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, flags.max_streams_per_connection);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
-  builder.AddListeningPort(flags.listen, *credentials, &port);
-  builder.RegisterService(&grpc_service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
+  Serving serving = build(flags.listen, &port);
+  if (serving.server == nullptr || port == 0) {
     spdlog::error("cannot listen on --listen={} (address in use, or not a valid HOST:PORT)",
                   flags.listen);
-    if (server) server->Shutdown();
+    if (serving.server) serving.server->Shutdown();
     return 1;
   }
-  if (auto* health = server->GetHealthCheckService())
-    health->SetServingStatus(transposed::v1::Transposer::service_full_name(), true);
+  // Where a rebuilt server listens: the port bound now (--listen may say port 0).
+  const std::string rebind =
+      listen->unix_socket
+          ? flags.listen
+          : (listen->host.find(':') != std::string::npos ? "[" + listen->host + "]"
+                                                          : listen->host) +
+                ":" + std::to_string(port);
   spdlog::info("listening on {} (port {})", flags.listen, port);
   if (!flags.metrics_listen.empty()) {
     metrics.Attach(service->get(), store->get());
@@ -319,19 +345,22 @@ int main(int argc, char** argv) {
     if (!metrics_port.ok()) {
       spdlog::error("cannot serve metrics: {}", metrics_port.status().ToString());
       (*service)->Shutdown();
-      server->Shutdown();
+      serving.server->Shutdown();
       return 1;
     }
     spdlog::info("metrics on http://{}/metrics (port {})", flags.metrics_listen, *metrics_port);
   }
-  if (auto* health = server->GetHealthCheckService())
-    health->SetServingStatus("transposed.store", !store_read_only);
   if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
     spdlog::error("cannot write --port-file={}", flags.port_file);
     (*service)->Shutdown();
-    server->Shutdown();
+    serving.server->Shutdown();
     return 1;
   }
+
+  // serving is replaced only under serving_mu; `stopping` says the signal thread has begun the
+  // shutdown (no rebuild after that).
+  transposed::Mutex serving_mu;
+  bool stopping = false;
 
   std::thread signal_thread([&] {
     int sig = 0;
@@ -346,20 +375,76 @@ int main(int argc, char** argv) {
       }
     }
     spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    // Health checks answer NOT_SERVING from now on; cancel tunes so that waiting requests return
-    // CANCELLED at once; then stop serving.
-    if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
-    (*service)->Shutdown();
-    // Let running handlers write their (now prompt) answers, for at most a few seconds; then stop
-    // at once: waiting longer would only wait for idle client connections to go away.
-    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (grpc_service.inflight() > 0 && std::chrono::steady_clock::now() < grace)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    {
+      transposed::MutexLock l(&serving_mu);
+      stopping = true;
+      // Health checks answer NOT_SERVING from now on; cancel tunes so that waiting requests
+      // return CANCELLED at once; then stop serving.
+      if (serving.server)
+        if (auto* health = serving.server->GetHealthCheckService()) health->SetServingStatus(false);
+      (*service)->Shutdown();
+      // Let running handlers write their (now prompt) answers, for at most a few seconds; then
+      // stop at once: waiting longer would only wait for idle client connections to go away.
+      const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (serving.shell && serving.shell->inflight() > 0 &&
+             std::chrono::steady_clock::now() < grace)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (serving.server)
+        serving.server->Shutdown(std::chrono::system_clock::now() +
+                                 std::chrono::milliseconds(200));
+    }
+    transposed::ListenerWatch::Get().Stop();
   });
-  server->Wait();
+
+  // Until the shutdown: rebuild the server whenever gRPC gives up accepting connections.
+  int exit_code = 0;
+  std::string accept_error;
+  while (transposed::ListenerWatch::Get().Wait(&accept_error)) {
+    spdlog::error(
+        "gRPC stopped accepting connections ({}): rebuilding the server on {} (open connections "
+        "are closed; clients reconnect)",
+        accept_error, rebind);
+    bool again = false, stop = false;
+    for (int attempt = 1; attempt <= 60 && !again && !stop; ++attempt) {
+      {
+        transposed::MutexLock l(&serving_mu);
+        stop = stopping;
+        if (stop) break;
+        // Shutting the old server down closes its connections, which frees the descriptors.
+        if (serving.server) {
+          serving.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+          serving.server->Wait();
+        }
+        serving.Reset();
+        int bound = 0;
+        serving = build(rebind, &bound);
+        again = serving.server != nullptr && bound == port;
+        if (!again) {
+          if (serving.server) serving.server->Shutdown();
+          serving.Reset();
+        }
+      }
+      if (!again) {
+        spdlog::error("cannot listen on {} again (attempt {} of 60); retrying in 1 s", rebind,
+                      attempt);
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+    }
+    if (again) {
+      spdlog::info("serving again on port {}", port);
+    } else if (!stop) {
+      spdlog::critical(
+          "cannot serve on {} again: exiting with status 1 so that the service manager restarts "
+          "the daemon",
+          rebind);
+      exit_code = 1;
+      kill(getpid(), SIGTERM);  // the signal thread runs the normal shutdown
+      break;
+    }
+  }
   signal_thread.join();
-  server.reset();
+  if (serving.server) serving.server->Wait();
+  serving.Reset();
   metrics.Stop();  // no scrape reads the service or the store any more
   const transposed::ServiceCounters c = (*service)->counters();
   spdlog::info(
@@ -369,6 +454,7 @@ int main(int argc, char** argv) {
   service->reset();  // joins the device workers (already joined by Shutdown)
   store->reset();    // closes the database
   spdlog::info("shutdown complete");
+  transposed::RemoveGrpcLogHook();
   spdlog::shutdown();
-  return 0;
+  return exit_code;
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +102,13 @@ Status DaemonProcess::Start() {
   if (rc != 0) {
     pid_ = -1;
     return Status::Unavailable("posix_spawn " + options_.binary + ": " + std::strerror(rc));
+  }
+  if (options_.max_open_files > 0) {
+    const struct rlimit limit = {static_cast<rlim_t>(options_.max_open_files),
+                                 static_cast<rlim_t>(options_.max_open_files)};
+    if (prlimit(pid_, RLIMIT_NOFILE, &limit, nullptr) != 0)
+      return Status::Internal("prlimit(RLIMIT_NOFILE) of the daemon: " +
+                              std::string(std::strerror(errno)));
   }
 
   const auto end = std::chrono::steady_clock::now() +

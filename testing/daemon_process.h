@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -26,6 +27,9 @@ struct DaemonOptions {
   // Where the temporary directory is made; empty: $TMPDIR, else /tmp.
   std::string temp_root;
   double start_timeout_seconds = 60;
+  // > 0: the daemon's descriptor limit, soft and hard (RLIMIT_NOFILE, set with prlimit(2) right
+  // after the spawn, so the daemon cannot raise it), to test running out of descriptors.
+  uint64_t max_open_files = 0;
 };
 
 class DaemonProcess {
