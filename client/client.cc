@@ -194,4 +194,38 @@ StatusOr<int64_t> Client::DeleteEntries(const v1::DeleteEntriesRequest& request)
   return static_cast<int64_t>(response.deleted());
 }
 
+StatusOr<int64_t> Client::ExportEntries(
+    const v1::ExportEntriesRequest& request,
+    const std::function<Status(const v1::ExportedEntry&)>& on_entry) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  std::unique_ptr<grpc::ClientReader<v1::ExportedEntry>> reader =
+      stub_->ExportEntries(&context, request);
+  v1::ExportedEntry entry;
+  int64_t n = 0;
+  Status callback_status;
+  while (reader->Read(&entry)) {
+    ++n;
+    callback_status = on_entry(entry);
+    if (!callback_status.ok()) {
+      context.TryCancel();
+      break;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!callback_status.ok()) return callback_status;
+  if (!s.ok()) return FromGrpcStatus(s);
+  return n;
+}
+
+StatusOr<v1::ImportEntriesResponse> Client::ImportEntries(
+    const v1::ImportEntriesRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  v1::ImportEntriesResponse response;
+  grpc::Status s = stub_->ImportEntries(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return response;
+}
+
 }  // namespace transposed

@@ -116,6 +116,11 @@ class Client {
   StatusOr<v1::ListEntriesResponse> ListEntryPage(const v1::ListEntriesRequest& request);
   // Returns the number of entries deleted.
   StatusOr<int64_t> DeleteEntries(const v1::DeleteEntriesRequest& request);
+  // Streams every stored entry (of one device class when set) to `on_entry`, on the calling
+  // thread; returns how many there were. An error from `on_entry` cancels the call and is returned.
+  StatusOr<int64_t> ExportEntries(const v1::ExportEntriesRequest& request,
+                                  const std::function<Status(const v1::ExportedEntry&)>& on_entry);
+  StatusOr<v1::ImportEntriesResponse> ImportEntries(const v1::ImportEntriesRequest& request);
 
   const std::string& address() const { return address_; }
 

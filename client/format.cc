@@ -62,12 +62,27 @@ std::string HumanBytes(uint64_t bytes) {
 
 }  // namespace
 
+std::string OriginName(v1::Origin origin) {
+  switch (origin) {
+    case v1::ORIGIN_TUNED:
+      return "tuned";
+    case v1::ORIGIN_IMPORTED:
+      return "imported";
+    case v1::ORIGIN_PEER:
+      return "peer";
+    default:
+      return "unspecified";
+  }
+}
+
 std::string SourceName(v1::Source source) {
   switch (source) {
     case v1::SOURCE_CACHE:
       return "cache";
     case v1::SOURCE_TUNED:
       return "tuned";
+    case v1::SOURCE_PEER:
+      return "peer";
     default:
       return "unspecified";
   }
@@ -108,6 +123,7 @@ Json DeviceToJson(const v1::Device& device) {
   j["fingerprint"] = device.fingerprint();
   j["memory_bytes"] = device.memory_bytes();
   j["library_version"] = device.library_version();
+  j["device_class"] = device.device_class();
   std::map<std::string, std::string> attrs(device.attributes().begin(), device.attributes().end());
   Json a = Json::object();
   for (const auto& [k, v] : attrs) a[k] = v;
@@ -161,6 +177,8 @@ Json AnswerToJson(const v1::Answer& a) {
   j["noisy"] = a.noisy();
   j["source"] = SourceName(a.source());
   j["device"] = DeviceToJson(a.device());
+  if (a.has_measured_on()) j["measured_on"] = DeviceToJson(a.measured_on());
+  j["origin"] = OriginName(a.origin());
   j["problem"] = ProblemToJson(a.problem());
   j["tuned_at"] = IsoTimeUtc(a.tuned_at_unix_ms());
   j["tuned_at_unix_ms"] = a.tuned_at_unix_ms();
@@ -225,6 +243,10 @@ std::string AnswerToText(const v1::Answer& a) {
       {"device", Printf("%d %s (%s, %s)", a.device().index(), a.device().name().c_str(),
                         a.device().backend().c_str(), a.device().uuid().c_str())},
       {"fingerprint", a.device().fingerprint()},
+      {"device_class", a.device().device_class()},
+      {"measured_on", a.measured_on().uuid() == a.device().uuid()
+                          ? std::string("this device")
+                          : a.measured_on().uuid() + " (" + OriginName(a.origin()) + ")"},
       {"tuned_at", IsoTimeUtc(a.tuned_at_unix_ms())},
       {"candidates", Printf("%d tried, %d valid", a.candidates_tried(), a.candidates_valid())},
       {"tune_seconds", Printf("%.3f", a.tune_seconds())},

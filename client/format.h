@@ -12,8 +12,10 @@
 
 namespace transposed {
 
-// "cache", "tuned" or "unspecified".
+// "cache", "tuned", "peer" or "unspecified".
 std::string SourceName(v1::Source source);
+// "tuned", "imported", "peer" or "unspecified".
+std::string OriginName(v1::Origin origin);
 
 // Milliseconds since the Unix epoch as ISO-8601 UTC, e.g. "2024-05-01T12:34:56.789Z".
 std::string IsoTimeUtc(int64_t unix_ms);

@@ -5,6 +5,8 @@
 //   transposectl devices
 //   transposectl list   [filters] [--candidates] [--limit N]
 //   transposectl delete [filters] [--all]
+//   transposectl export [--device-class C] > results.jsonl
+//   transposectl import results.jsonl|-
 //
 // Many daemons at once: --server a:1,b:2 (or --servers-file FILE) asks every daemon in parallel
 // for `list`, `devices` or `get --cache-only` and merges the rows, each naming its daemon
@@ -12,6 +14,8 @@
 //
 // Exit status: 0 success, 1 the daemon answered with an error, 2 usage error, 3 the daemon could
 // not be reached (UNAVAILABLE). Errors go to stderr as "transposectl: CODE: message".
+#include <google/protobuf/util/json_util.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
@@ -24,6 +28,7 @@
 #include "client/client.h"
 #include "client/fleet.h"
 #include "client/format.h"
+#include "proto/exported_entry_json.h"
 
 namespace transposed {
 namespace {
@@ -244,6 +249,107 @@ int RunDelete(Client& client, const Globals& g, const FilterFlags& f, bool all) 
   return 0;
 }
 
+// --- export / import: one v1.ExportedEntry per line, protobuf's JSON ---------------------------
+
+// Rows per ImportEntries call (the daemon takes at most 1000).
+constexpr int kImportBatch = 500;
+
+int RunExport(Client& client, const std::string& device_class) {
+  v1::ExportEntriesRequest request;
+  request.set_device_class(device_class);
+  auto n = client.ExportEntries(request, [&](const v1::ExportedEntry& entry) -> Status {
+    TR_ASSIGN_OR_RETURN(std::string line, ExportedEntryToLine(entry));
+    std::cout << line << '\n';
+    if (!std::cout) return Status::Unavailable("stdout: write failed");
+    return Status::OK();
+  });
+  std::cout.flush();
+  if (!n.ok()) return Fail(n.status());
+  std::cerr << "exported " << *n << (*n == 1 ? " entry" : " entries") << std::endl;
+  return 0;
+}
+
+int RunImport(Client& client, const Globals& g, const std::string& path) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path);
+    if (!file) return Fail(Status::NotFound("import: cannot read " + path));
+    in = &file;
+  }
+  v1::ImportEntriesResponse total;
+  int64_t unparsable = 0;
+  auto add = [&](const v1::ImportEntriesResponse& r) {
+    total.set_received(total.received() + r.received());
+    total.set_imported(total.imported() + r.imported());
+    total.set_kept_existing(total.kept_existing() + r.kept_existing());
+    total.set_refused_library_version(total.refused_library_version() +
+                                      r.refused_library_version());
+    total.set_invalid(total.invalid() + r.invalid());
+    for (const auto& e : r.errors())
+      if (total.errors_size() < 20) total.add_errors(e);
+  };
+  v1::ImportEntriesRequest batch;
+  std::vector<int64_t> batch_lines;
+  auto flush = [&]() -> Status {
+    if (batch.entries_size() == 0) return Status::OK();
+    TR_ASSIGN_OR_RETURN(v1::ImportEntriesResponse r, client.ImportEntries(batch));
+    // The daemon names rows by their index in the batch: name them by line instead.
+    for (auto& e : *r.mutable_errors()) {
+      const auto close = e.find(']');
+      if (e.rfind("entries[", 0) == 0 && close != std::string::npos) {
+        const int64_t i = std::atoll(e.substr(8, close - 8).c_str());
+        if (i >= 0 && i < static_cast<int64_t>(batch_lines.size()))
+          e = path + ":" + std::to_string(batch_lines[i]) + ": " + e;
+      }
+    }
+    add(r);
+    batch.Clear();
+    batch_lines.clear();
+    return Status::OK();
+  };
+  std::string line;
+  int64_t number = 0;
+  while (std::getline(*in, line)) {
+    ++number;
+    if (IsBlankLine(line)) continue;
+    auto entry = ExportedEntryFromLine(line);
+    if (!entry.ok()) {
+      ++unparsable;
+      if (total.errors_size() < 20)
+        total.add_errors(path + ":" + std::to_string(number) + ": " + entry.status().message());
+      continue;
+    }
+    *batch.add_entries() = std::move(entry).value();
+    batch_lines.push_back(number);
+    if (batch.entries_size() >= kImportBatch) {
+      Status f = flush();
+      if (!f.ok()) return Fail(f);
+    }
+  }
+  Status f = flush();
+  if (!f.ok()) return Fail(f);
+  total.set_received(total.received() + unparsable);
+  total.set_invalid(total.invalid() + unparsable);
+  if (g.json) {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    options.always_print_primitive_fields = true;
+    std::string out;
+    (void)google::protobuf::util::MessageToJsonString(total, &out, options);
+    std::cout << out << std::endl;
+  } else {
+    std::cout << "read " << total.received() << " rows: imported " << total.imported()
+              << ", kept " << total.kept_existing() << " (the stored winner was as fast or faster)"
+              << ", refused " << total.refused_library_version()
+              << " (unknown kernel library version), invalid " << total.invalid() << "\n";
+    for (const auto& e : total.errors()) std::cout << "  " << e << "\n";
+  }
+  // Anything refused or invalid: exit 1, so that a script notices.
+  return total.refused_library_version() + total.invalid() > 0 ? 1 : 0;
+}
+
 // --- many daemons (client/fleet.h) -------------------------------------------------------------
 
 int PrintFleet(const Globals& g, const v1::FleetReply& reply, const std::string& what) {
@@ -377,6 +483,16 @@ int Main(int argc, char** argv) {
   AddFilterFlags(del, &delete_flags);
   del->add_flag("--all", all, "Required to delete with an empty filter");
 
+  std::string export_class;
+  CLI::App* exp = app.add_subcommand(
+      "export", "Write every stored entry with all its candidates, one JSON object per line");
+  exp->add_option("--device-class", export_class, "Only entries of this device class");
+
+  std::string import_path;
+  CLI::App* imp = app.add_subcommand(
+      "import", "Merge entries written by export (faster winner kept, never a downgrade)");
+  imp->add_option("file", import_path, "The file export wrote (- for stdin)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -395,8 +511,11 @@ int Main(int argc, char** argv) {
     servers = std::move(parsed).value();
   }
   if (servers.size() > 1 || !g.servers_file.empty()) {
-    if (tune->parsed() || del->parsed()) {
-      return Usage(std::string(tune->parsed() ? "tune" : "delete") +
+    if (tune->parsed() || del->parsed() || exp->parsed() || imp->parsed()) {
+      return Usage(std::string(tune->parsed()  ? "tune"
+                               : del->parsed() ? "delete"
+                               : exp->parsed() ? "export"
+                                               : "import") +
                    ": asks one daemon; with several (--server a,b or --servers-file) only list, "
                    "devices and get --cache-only are allowed");
     }
@@ -415,6 +534,8 @@ int Main(int argc, char** argv) {
   if (devices->parsed()) return RunDevices(c, g);
   if (list->parsed()) return RunList(c, g, list_flags, candidates, limit);
   if (del->parsed()) return RunDelete(c, g, delete_flags, all);
+  if (exp->parsed()) return RunExport(c, export_class);
+  if (imp->parsed()) return RunImport(c, g, import_path);
   return Usage("no subcommand");
 }
 

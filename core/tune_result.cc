@@ -24,7 +24,34 @@ std::optional<Phase> ParsePhase(std::string_view name) {
 }
 
 const char* AnswerSourceName(AnswerSource s) {
-  return s == AnswerSource::kCache ? "cache" : "tuned";
+  switch (s) {
+    case AnswerSource::kCache:
+      return "cache";
+    case AnswerSource::kTuned:
+      return "tuned";
+    case AnswerSource::kPeer:
+      return "peer";
+  }
+  return "unknown";
+}
+
+std::string_view OriginName(Origin o) {
+  switch (o) {
+    case Origin::kTuned:
+      return "tuned";
+    case Origin::kImported:
+      return "imported";
+    case Origin::kPeer:
+      return "peer";
+  }
+  return "unknown";
+}
+
+std::optional<Origin> ParseOrigin(std::string_view name) {
+  for (Origin o : {Origin::kTuned, Origin::kImported, Origin::kPeer}) {
+    if (OriginName(o) == name) return o;
+  }
+  return std::nullopt;
 }
 
 }  // namespace transposed

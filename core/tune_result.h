@@ -44,9 +44,20 @@ struct CandidateResult {
   Phase phase = Phase::kQuick;
 };
 
+// How a stored result came into this daemon's database.
+enum class Origin {
+  kTuned,     // tuned by this daemon
+  kImported,  // imported (ImportEntries, --seed)
+  kPeer,      // fetched from a peer daemon of the same device class on a miss (--peer)
+};
+// "tuned", "imported", "peer": the names stored in the database.
+std::string_view OriginName(Origin o);
+std::optional<Origin> ParseOrigin(std::string_view name);
+
 struct TuneResult {
   Problem problem;
-  DeviceInfo device;
+  DeviceInfo device;  // the device instance it was measured on
+  Origin origin = Origin::kTuned;
   Candidate best;
   Measurement best_measurement;
   Measurement ceiling;
@@ -64,7 +75,8 @@ struct TuneResult {
 
 // How an answer was produced: read from the store, or tuned by this request (or the tune it
 // joined).
-enum class AnswerSource { kCache, kTuned };
-const char* AnswerSourceName(AnswerSource s);  // "cache" / "tuned"
+// kPeer: fetched from a peer daemon by this request (or the lookup it joined), then stored.
+enum class AnswerSource { kCache, kTuned, kPeer };
+const char* AnswerSourceName(AnswerSource s);  // "cache" / "tuned" / "peer"
 
 }  // namespace transposed

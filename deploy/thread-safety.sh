@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks the clang thread-safety annotations (GUARDED_BY, REQUIRES, EXCLUDES: core/mutex.h,
 # core/thread_annotations.h) of the daemon's concurrent code: a clang build (no CUDA, no tests)
-# of the service, the store, the gRPC shell, the metrics and the worker backend with -Wthread-safety
-# -Werror=thread-safety. Cheap: only those libraries' own sources are compiled. Run by .ci/run.
+# of the service, the store, the gRPC shell, the metrics, the worker backend and the peers with
+# -Wthread-safety -Werror=thread-safety. Cheap: only those libraries' own sources are compiled.
+# Run by .ci/run.
 #   deploy/thread-safety.sh            BUILD_DIR (default build-clang), CXX (default clang++)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,5 +17,6 @@ fi
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTRANSPOSED_CUDA=OFF -DBUILD_TESTING=OFF \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 cmake --build "$dir" -j "${JOBS:-$(nproc)}" --target \
-  transposed_store transposed_service transposed_grpc_service transposed_worker
+  transposed_store transposed_service transposed_grpc_service transposed_worker \
+  transposed_peers
 echo "thread-safety: the annotated code passes clang -Wthread-safety"

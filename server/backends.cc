@@ -22,6 +22,7 @@ namespace {
 std::vector<std::unique_ptr<Backend>> MakeCpu(const BackendOptions& options) {
   CpuBackendOptions cpu;
   cpu.max_threads = options.cpu_threads;
+  cpu.instance_id = options.cpu_instance_id;
   std::vector<std::unique_ptr<Backend>> out;
   out.push_back(std::make_unique<CpuBackend>(cpu));
   return out;

@@ -18,6 +18,7 @@ namespace transposed {
 struct BackendOptions {
   int cpu_threads = 0;      // most threads a CPU candidate uses; 0: all hardware threads
   std::string worker_path;  // the CUDA worker executable; empty: next to this executable
+  std::string cpu_instance_id;  // the CPU device's instance id (CpuBackendOptions::instance_id)
 };
 
 // True when this build includes the CUDA backend.

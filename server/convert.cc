@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/device_class.h"
 #include "core/text.h"
 
 namespace transposed {
@@ -31,6 +32,7 @@ pb::Device DeviceToProto(const DeviceInfo& d) {
   out.set_library_version(d.library_version);
   out.set_fingerprint(d.Fingerprint());
   for (const auto& [k, v] : d.attributes) (*out.mutable_attributes())[k] = v;
+  out.set_device_class(ClassOf(d).key);
   return out;
 }
 
@@ -72,11 +74,26 @@ pb::Source SourceToProto(AnswerSource s) {
       return pb::SOURCE_CACHE;
     case AnswerSource::kTuned:
       return pb::SOURCE_TUNED;
+    case AnswerSource::kPeer:
+      return pb::SOURCE_PEER;
   }
   return pb::SOURCE_UNSPECIFIED;
 }
 
-pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source) {
+pb::Origin OriginToProto(Origin o) {
+  switch (o) {
+    case Origin::kTuned:
+      return pb::ORIGIN_TUNED;
+    case Origin::kImported:
+      return pb::ORIGIN_IMPORTED;
+    case Origin::kPeer:
+      return pb::ORIGIN_PEER;
+  }
+  return pb::ORIGIN_UNSPECIFIED;
+}
+
+pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source,
+                         const DeviceInfo* measured_on) {
   pb::Answer out;
   const int64_t bytes = r.problem.bytes();
   *out.mutable_problem() = ProblemToProto(r.problem);
@@ -103,6 +120,8 @@ pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source) {
   out.set_previous_kept(r.incumbent_kept);
   out.set_tune_seconds(r.tune_seconds);
   *out.mutable_device() = DeviceToProto(r.device);
+  *out.mutable_measured_on() = DeviceToProto(measured_on != nullptr ? *measured_on : r.device);
+  out.set_origin(OriginToProto(r.origin));
   return out;
 }
 
@@ -110,6 +129,8 @@ StatusOr<ConfigRequest> ConfigRequestFromProto(const pb::GetConfigRequest& r) {
   ConfigRequest out;
   TR_ASSIGN_OR_RETURN(out.problem, ProblemFromProto(r.problem()));
   out.device = DeviceRefFromProto(r.problem().device());
+  TR_RETURN_IF_ERROR(CheckFieldLength("device_class", r.device_class()));
+  out.device_class = r.device_class();
   if (!pb::CachePolicy_IsValid(r.policy())) {
     return Status::InvalidArgument("policy: unknown CachePolicy " + std::to_string(r.policy()) +
                                    " (expected TUNE_IF_MISSING = 0 or CACHE_ONLY = 1)");
@@ -160,6 +181,166 @@ StatusOr<EntryQuery> EntryQueryFromProto(const pb::EntryFilter& f) {
   q.filter.tuned_before_unix_ms = f.tuned_before_unix_ms();
   q.filter.library_version = f.library_version();
   return q;
+}
+
+// --- export / import -----------------------------------------------------------------------------
+
+pb::ExportedEntry ExportedEntryToProto(const TuneResult& r) {
+  pb::ExportedEntry out;
+  DeviceInfo instance = r.device;
+  instance.index = -1;
+  *out.mutable_measured_on() = DeviceToProto(instance);
+  *out.mutable_answer() = AnswerToProto(r, AnswerSource::kCache, &instance);
+  const int64_t bytes = r.problem.bytes();
+  for (const auto& c : r.candidates)
+    *out.add_candidates() = CandidateResultToProto(c, r.device.backend, bytes);
+  return out;
+}
+
+namespace {
+
+// A finite, non-negative number of seconds, at most a day (nothing measured here takes longer).
+Status CheckSeconds(const std::string& field, double v, bool positive) {
+  if (!std::isfinite(v) || v < 0 || (positive && v == 0) || v > 86400) {
+    return Status::InvalidArgument(field + ": must be a finite number of seconds in " +
+                                   (positive ? "(0, 86400]" : "[0, 86400]") + ", got " +
+                                   std::to_string(v));
+  }
+  return Status::OK();
+}
+
+StatusOr<Measurement> MeasurementFromProto(const std::string& field, const pb::Measurement& m,
+                                           bool must_be_valid) {
+  Measurement out;
+  out.valid = m.valid();
+  if (must_be_valid && !out.valid) return Status::InvalidArgument(field + ".valid: must be true");
+  TR_RETURN_IF_ERROR(CheckFieldLength(field + ".error", m.error(), 4096));
+  TR_RETURN_IF_ERROR(CheckFieldLength(field + ".method", m.method(), 4096));
+  out.error = m.error();
+  out.method = m.method();
+  if (out.valid) {
+    TR_RETURN_IF_ERROR(CheckSeconds(field + ".median_s", m.median_s(), true));
+    TR_RETURN_IF_ERROR(CheckSeconds(field + ".min_s", m.min_s(), true));
+    TR_RETURN_IF_ERROR(CheckSeconds(field + ".max_s", m.max_s(), true));
+    if (!(m.min_s() <= m.median_s() && m.median_s() <= m.max_s()))
+      return Status::InvalidArgument(field + ": must have min_s <= median_s <= max_s");
+    if (m.samples() < 1 || m.samples() > 10000000)
+      return Status::InvalidArgument(field + ".samples: must be in 1..10000000, got " +
+                                     std::to_string(m.samples()));
+  } else {
+    TR_RETURN_IF_ERROR(CheckSeconds(field + ".median_s", m.median_s(), false));
+    TR_RETURN_IF_ERROR(CheckSeconds(field + ".min_s", m.min_s(), false));
+    TR_RETURN_IF_ERROR(CheckSeconds(field + ".max_s", m.max_s(), false));
+    if (m.samples() < 0 || m.samples() > 10000000)
+      return Status::InvalidArgument(field + ".samples: must be in 0..10000000, got " +
+                                     std::to_string(m.samples()));
+  }
+  if (m.warmup() < 0 || m.warmup() > 1000000)
+    return Status::InvalidArgument(field + ".warmup: must be in 0..1000000, got " +
+                                   std::to_string(m.warmup()));
+  out.median_s = m.median_s();
+  out.min_s = m.min_s();
+  out.max_s = m.max_s();
+  out.samples = m.samples();
+  out.warmup = m.warmup();
+  return out;
+}
+
+StatusOr<Candidate> VariantFromProto(const std::string& field, const pb::Variant& v) {
+  if (v.name().empty()) return Status::InvalidArgument(field + ".name: must not be empty");
+  TR_RETURN_IF_ERROR(CheckFieldLength(field + ".name", v.name()));
+  if (v.params_size() > 64)
+    return Status::InvalidArgument(field + ".params: at most 64 parameters");
+  Candidate c;
+  c.name = v.name();
+  for (const auto& [k, value] : v.params()) {
+    TR_RETURN_IF_ERROR(CheckFieldLength(field + ".params key", k));
+    c.params[k] = value;
+  }
+  return c;
+}
+
+}  // namespace
+
+StatusOr<TuneResult> ExportedEntryFromProto(const pb::ExportedEntry& e) {
+  TuneResult r;
+  // The instance it was measured on.
+  const pb::Device& d = e.measured_on();
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string*>{"measured_on.backend", &d.backend()},
+        {"measured_on.uuid", &d.uuid()},
+        {"measured_on.name", &d.name()},
+        {"measured_on.library_version", &d.library_version()}}) {
+    if (value->empty()) return Status::InvalidArgument(std::string(field) + ": must not be empty");
+    TR_RETURN_IF_ERROR(CheckFieldLength(field, *value));
+  }
+  if (d.attributes_size() > 64)
+    return Status::InvalidArgument("measured_on.attributes: at most 64 attributes");
+  r.device.backend = d.backend();
+  r.device.uuid = d.uuid();
+  r.device.name = d.name();
+  r.device.memory_bytes = d.memory_bytes();
+  r.device.library_version = d.library_version();
+  r.device.index = -1;
+  for (const auto& [k, v] : d.attributes()) {
+    TR_RETURN_IF_ERROR(CheckFieldLength("measured_on.attributes key", k));
+    TR_RETURN_IF_ERROR(CheckFieldLength("measured_on.attributes[" + Quote(k) + "]", v));
+    r.device.attributes[k] = v;
+  }
+  // A row whose class does not match its device is corrupt (or edited by hand).
+  if (!d.device_class().empty() && d.device_class() != ClassOf(r.device).key) {
+    return Status::InvalidArgument("measured_on.device_class: " + Quote(d.device_class()) +
+                                   " is not the class of the device described (" +
+                                   ClassOf(r.device).key + ")");
+  }
+  // The winner.
+  const pb::Answer& a = e.answer();
+  TR_ASSIGN_OR_RETURN(r.problem, ProblemFromProto(a.problem()));
+  Status valid = ValidateProblem(r.problem);
+  if (!valid.ok()) return Status(valid.code(), "answer.problem." + valid.message());
+  TR_ASSIGN_OR_RETURN(r.best, VariantFromProto("answer.variant", a.variant()));
+  if (!a.variant().backend().empty() && a.variant().backend() != r.device.backend) {
+    return Status::InvalidArgument("answer.variant.backend: " + Quote(a.variant().backend()) +
+                                   " is not the device's backend " + Quote(r.device.backend));
+  }
+  TR_ASSIGN_OR_RETURN(r.best_measurement,
+                      MeasurementFromProto("answer.measurement", a.measurement(), true));
+  TR_ASSIGN_OR_RETURN(r.ceiling, MeasurementFromProto("answer.ceiling", a.ceiling(), false));
+  if (a.candidates_tried() < 1 || a.candidates_valid() < 1 ||
+      a.candidates_valid() > a.candidates_tried() || a.candidates_tried() > 100000) {
+    return Status::InvalidArgument(
+        "answer.candidates_tried, answer.candidates_valid: must satisfy 1 <= valid <= tried <= "
+        "100000, got tried " + std::to_string(a.candidates_tried()) + ", valid " +
+        std::to_string(a.candidates_valid()));
+  }
+  r.tried = a.candidates_tried();
+  r.valid = a.candidates_valid();
+  TR_RETURN_IF_ERROR(CheckSeconds("answer.tune_seconds", a.tune_seconds(), false));
+  r.tune_seconds = a.tune_seconds();
+  if (a.tuned_at_unix_ms() <= 0)
+    return Status::InvalidArgument("answer.tuned_at_unix_ms: must be > 0, got " +
+                                   std::to_string(a.tuned_at_unix_ms()));
+  r.tuned_at_unix_ms = a.tuned_at_unix_ms();
+  // Every candidate measurement of the tune.
+  if (e.candidates_size() > 100000)
+    return Status::InvalidArgument("candidates: at most 100000, got " +
+                                   std::to_string(e.candidates_size()));
+  for (int i = 0; i < e.candidates_size(); ++i) {
+    const std::string field = "candidates[" + std::to_string(i) + "]";
+    const pb::CandidateResult& c = e.candidates(i);
+    CandidateResult out;
+    TR_ASSIGN_OR_RETURN(out.candidate, VariantFromProto(field + ".variant", c.variant()));
+    TR_ASSIGN_OR_RETURN(out.measurement,
+                        MeasurementFromProto(field + ".measurement", c.measurement(), false));
+    auto phase = ParsePhase(c.phase());
+    if (!phase)
+      return Status::InvalidArgument(field + ".phase: unknown phase " + Quote(c.phase()) +
+                                     " (check, quick, final, skipped)");
+    out.phase = *phase;
+    r.candidates.push_back(std::move(out));
+  }
+  r.origin = Origin::kImported;
+  return r;
 }
 
 }  // namespace transposed

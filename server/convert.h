@@ -30,7 +30,21 @@ pb::CandidateResult CandidateResultToProto(const CandidateResult& r, const std::
                                            int64_t problem_bytes);
 // Answer from a tune result: ratio = gbps / ceiling_gbps (0 without a ceiling), rel_spread of the
 // winner, counts, tune_seconds, tuned_at, device (with its index and fingerprint).
-pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source);
+// measured_on: the instance the result was measured on when it is not r.device (the device
+// answered for); origin from r.origin.
+pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source,
+                         const DeviceInfo* measured_on = nullptr);
+pb::Origin OriginToProto(Origin o);
+
+// A stored result as a line of `transposectl export` / a row of ImportEntries: the instance it
+// was measured on, the winner, every candidate.
+pb::ExportedEntry ExportedEntryToProto(const TuneResult& r);
+// Validates every field of a row (INVALID_ARGUMENT naming it, e.g. "answer.measurement.median_s:
+// ..."): a described device (its class, when given, must match it), a valid problem, a valid
+// winner with sane times and counts, known candidate phases, every string and list bounded.
+// The result has origin kImported and device.index -1. The library version is not checked here
+// (TransposeService::MergeEntries counts unknown ones).
+StatusOr<TuneResult> ExportedEntryFromProto(const pb::ExportedEntry& e);
 pb::Source SourceToProto(AnswerSource s);
 
 // GetConfigRequest -> ConfigRequest: the problem (ProblemFromProto), its device, and the policy,

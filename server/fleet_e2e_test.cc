@@ -1,10 +1,13 @@
 // End-to-end tests of the fleet features with several real daemons (CPU backend, each in its own
 // temporary directory, started by the shared testing::DaemonProcess) driven by the real
-// `transposectl`: fan-out queries across daemons (`--server a,b`).
+// `transposectl`: fan-out queries across daemons (`--server a,b`); two CPU daemons with distinct
+// instance ids (--instance-id, as two nodes of one device class) sharing results through
+// export/import, --seed and --peer.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -81,6 +84,13 @@ class FleetTest : public ::testing::Test {
     return r;
   }
 
+  // `transposectl --json get --cache-only` on one daemon; the parsed answer (null on a miss).
+  Json CacheOnly(testing::DaemonProcess* d, const std::string& problem, Ctl* out) {
+    *out = RunCtl("--json --server " + d->address() + " get " + problem + " --cache-only");
+    if (out->exit_code != 0) return Json();
+    return Json::parse(out->out, nullptr, false);
+  }
+
   // Tunes `problem` on `daemon` through the C++ client; returns the answer.
   v1::Answer Tune(testing::DaemonProcess* daemon, int64_t rows, int64_t cols,
                   const std::string& dtype) {
@@ -153,6 +163,139 @@ TEST_F(FleetTest, ListDevicesAndCacheOnlyGetMergeTwoDaemons) {
   EXPECT_NE(RowOf(partial.out, "127.0.0.1:1", "  UNAVAILABLE"), std::string::npos) << partial.out;
   EXPECT_NE(partial.out.find("2 entries from 3 daemons, 1 failed"), std::string::npos)
       << partial.out;
+}
+
+TEST_F(FleetTest, TwoInstancesOfOneClassShareThroughExportImportAndSeed) {
+  auto* a = StartDaemon({"--instance-id", "node-a"});
+  auto* b = StartDaemon({"--instance-id", "node-b"});
+  ASSERT_TRUE(a && b);
+  const v1::Answer tuned = Tune(a, 80, 56, "f32");
+  ASSERT_EQ(tuned.measured_on().uuid(), "node-a");
+  ASSERT_EQ(tuned.device().uuid(), "node-a");
+  const std::string problem = "--rows 80 --cols 56 --dtype f32";
+
+  // Distinct instances, one class.
+  Ctl devices = RunCtl("--json --server " + a->address() + "," + b->address() + " devices");
+  ASSERT_EQ(devices.exit_code, 0) << devices.Describe();
+  Json dj = Json::parse(devices.out, nullptr, false);
+  ASSERT_EQ(dj["rows"].size(), 2u) << devices.out;
+  EXPECT_NE(dj["rows"][0]["device"]["uuid"], dj["rows"][1]["device"]["uuid"]);
+  EXPECT_NE(dj["rows"][0]["device"]["fingerprint"], dj["rows"][1]["device"]["fingerprint"]);
+  EXPECT_EQ(dj["rows"][0]["device"]["device_class"], dj["rows"][1]["device"]["device_class"]);
+
+  Ctl miss;
+  EXPECT_TRUE(CacheOnly(b, problem, &miss).is_null());
+  EXPECT_EQ(miss.exit_code, 1) << miss.Describe();
+
+  // Export from a (every candidate carried), import into b.
+  const std::string file = (a->dir() / "results.jsonl").string();
+  Ctl exp = RunCtl("--server " + a->address() + " export > " + file);
+  ASSERT_EQ(exp.exit_code, 0) << exp.Describe();
+  const std::string text = testing::ReadFileOrEmpty(file);
+  ASSERT_FALSE(text.empty());
+  Json row = Json::parse(text.substr(0, text.find('\n')), nullptr, false);
+  ASSERT_TRUE(row.is_object()) << text;
+  EXPECT_EQ(row["measured_on"]["uuid"], "node-a");
+  EXPECT_EQ(row["candidates"].size(), static_cast<size_t>(tuned.candidates_tried())) << row.dump();
+
+  Ctl imp = RunCtl("--server " + b->address() + " import " + file);
+  ASSERT_EQ(imp.exit_code, 0) << imp.Describe();
+  EXPECT_NE(imp.out.find("imported 1, kept 0"), std::string::npos) << imp.out;
+
+  // b serves it for its own device, saying where it was measured; no tune on b.
+  Ctl hit;
+  Json j = CacheOnly(b, problem, &hit);
+  ASSERT_TRUE(j.is_object()) << hit.Describe();
+  EXPECT_EQ(j["source"], "cache");
+  EXPECT_EQ(j["origin"], "imported");
+  EXPECT_EQ(j["device"]["uuid"], "node-b");
+  EXPECT_EQ(j["measured_on"]["uuid"], "node-a");
+  EXPECT_EQ(j["variant"], tuned.variant().name());
+  EXPECT_DOUBLE_EQ(j["gbps"].get<double>(), tuned.gbps());
+  EXPECT_EQ(testing::ReadFileOrEmpty(b->log()).find("tune start"), std::string::npos);
+
+  // The same file again: nothing is faster, nothing changes (never a downgrade either way).
+  Ctl again = RunCtl("--server " + b->address() + " import " + file);
+  EXPECT_EQ(again.exit_code, 0) << again.Describe();
+  EXPECT_NE(again.out.find("imported 0, kept 1"), std::string::npos) << again.out;
+
+  // Rows of another kernel library version are refused and counted; a broken row is invalid.
+  std::string other = text.substr(0, text.find('\n'));
+  const std::string lib = tuned.device().library_version();
+  for (size_t pos = other.find(lib); pos != std::string::npos; pos = other.find(lib, pos))
+    other.replace(pos, lib.size(), "0.0.1+kfffffffff0");
+  {
+    std::ofstream out(a->dir() / "mixed.jsonl");
+    out << other << "\n" << "{\"answer\": 5}\n" << text;
+  }
+  // (the class in the edited row no longer matches its device: that row is invalid, not refused)
+  Ctl mixed = RunCtl("--server " + b->address() + " import " + (a->dir() / "mixed.jsonl").string());
+  EXPECT_EQ(mixed.exit_code, 1) << mixed.Describe();
+  EXPECT_NE(mixed.out.find("read 3 rows"), std::string::npos) << mixed.out;
+  EXPECT_NE(mixed.out.find("invalid 2"), std::string::npos) << mixed.out;
+  EXPECT_NE(mixed.out.find("mixed.jsonl:2: not an ExportedEntry"), std::string::npos) << mixed.out;
+  // Without the class field the edited row is a valid row of an unknown library: refused.
+  Json unknown = Json::parse(other);
+  unknown["measured_on"].erase("device_class");
+  {
+    std::ofstream out(a->dir() / "old.jsonl");
+    out << unknown.dump() << "\n";
+  }
+  Ctl old = RunCtl("--server " + b->address() + " import " + (a->dir() / "old.jsonl").string());
+  EXPECT_EQ(old.exit_code, 1) << old.Describe();
+  EXPECT_NE(old.out.find("refused 1 (unknown kernel library version)"), std::string::npos)
+      << old.out;
+
+  // --seed: a third node starts with the file and serves it at once.
+  auto* c = StartDaemon({"--instance-id", "node-c", "--seed", file});
+  ASSERT_TRUE(c);
+  Ctl seeded;
+  j = CacheOnly(c, problem, &seeded);
+  ASSERT_TRUE(j.is_object()) << seeded.Describe();
+  EXPECT_EQ(j["measured_on"]["uuid"], "node-a");
+  EXPECT_EQ(j["device"]["uuid"], "node-c");
+  EXPECT_NE(testing::ReadFileOrEmpty(c->log()).find("imported=1"), std::string::npos);
+}
+
+TEST_F(FleetTest, AMissAsksPeersOfTheClassBeforeTuning) {
+  auto* a = StartDaemon({"--instance-id", "node-a"});
+  ASSERT_TRUE(a);
+  const v1::Answer tuned = Tune(a, 72, 40, "f16");
+  // b knows a (and a dead address, and itself is not needed): a miss on b is answered by a.
+  auto* b = StartDaemon(
+      {"--instance-id", "node-b", "--peer", a->address(), "--peer", "127.0.0.1:1"});
+  ASSERT_TRUE(b);
+  Ctl got = RunCtl("--json --server " + b->address() + " get --rows 72 --cols 40 --dtype f16");
+  ASSERT_EQ(got.exit_code, 0) << got.Describe();
+  Json j = Json::parse(got.out, nullptr, false);
+  EXPECT_EQ(j["source"], "peer") << got.out;
+  EXPECT_EQ(j["measured_on"]["uuid"], "node-a");
+  EXPECT_EQ(j["device"]["uuid"], "node-b");
+  EXPECT_EQ(j["variant"], tuned.variant().name());
+  const std::string log_b = testing::ReadFileOrEmpty(b->log());
+  EXPECT_EQ(log_b.find("tune start"), std::string::npos) << log_b;
+  // Stored as from a peer: the next request is a plain cache hit.
+  Ctl hit;
+  j = CacheOnly(b, "--rows 72 --cols 40 --dtype f16", &hit);
+  ASSERT_TRUE(j.is_object()) << hit.Describe();
+  EXPECT_EQ(j["source"], "cache");
+  EXPECT_EQ(j["origin"], "peer");
+
+  // A problem no peer has: b tunes it itself.
+  Ctl tuned_b = RunCtl("--json --server " + b->address() + " get --rows 48 --cols 24 --dtype f32");
+  ASSERT_EQ(tuned_b.exit_code, 0) << tuned_b.Describe();
+  j = Json::parse(tuned_b.out, nullptr, false);
+  EXPECT_EQ(j["source"], "tuned");
+  EXPECT_EQ(j["measured_on"]["uuid"], "node-b");
+
+  // A peer of another class is never used: c has a different thread cap, so a different class.
+  auto* c = StartDaemon({"--instance-id", "node-c", "--cpu-threads", "1", "--peer", a->address()});
+  ASSERT_TRUE(c);
+  Ctl other = RunCtl("--json --server " + c->address() + " get --rows 72 --cols 40 --dtype f16");
+  ASSERT_EQ(other.exit_code, 0) << other.Describe();
+  j = Json::parse(other.out, nullptr, false);
+  EXPECT_EQ(j["source"], "tuned") << other.out;
+  EXPECT_EQ(j["measured_on"]["uuid"], "node-c");
 }
 
 }  // namespace

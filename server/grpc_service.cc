@@ -138,7 +138,7 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
     if (finished_.exchange(true)) return;
     std::string source = "-";
     if (answer.ok()) {
-      *response_ = AnswerToProto(answer->result, answer->source);
+      *response_ = AnswerToProto(answer->result, answer->source, &answer->measured_on);
       device_ = std::to_string(answer->device_index);
       source = AnswerSourceName(answer->source);
     }
@@ -241,7 +241,7 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
         return;
       }
       v1::TuneProgress msg;
-      *msg.mutable_answer() = AnswerToProto(answer->result, answer->source);
+      *msg.mutable_answer() = AnswerToProto(answer->result, answer->source, &answer->measured_on);
       self->End(Status::OK(), std::move(msg), answer->device_index);
     };
     auto waiter = owner_->service_->StartTune(req, std::move(progress), std::move(done));
@@ -372,11 +372,21 @@ grpc::ServerUnaryReactor* GrpcTransposer::ListEntries(grpc::CallbackServerContex
                                         request->page_token());
     status = page.status();
     if (page.ok()) {
+      const std::vector<DeviceInfo> devices = service_->ListDevices();
       size_t bytes = 0;
       for (size_t i = 0; i < page->entries.size(); ++i) {
         const TuneResult& e = page->entries[i];
         v1::Entry entry;
-        *entry.mutable_answer() = AnswerToProto(e, AnswerSource::kCache);
+        // Shown for the device of this daemon it is served to (one of its class), with the
+        // instance it was measured on; of no class here: for that instance itself.
+        const int served = service_->DeviceIndexOfClass(e.device);
+        if (served >= 0) {
+          TuneResult shown = e;
+          shown.device = devices[static_cast<size_t>(served)];
+          *entry.mutable_answer() = AnswerToProto(shown, AnswerSource::kCache, &e.device);
+        } else {
+          *entry.mutable_answer() = AnswerToProto(e, AnswerSource::kCache);
+        }
         for (const auto& c : e.candidates)
           *entry.add_candidates() = CandidateResultToProto(c, e.device.backend, e.problem.bytes());
         bytes += entry.ByteSizeLong();
@@ -415,6 +425,112 @@ grpc::ServerUnaryReactor* GrpcTransposer::DeleteEntries(grpc::CallbackServerCont
     if (deleted.ok()) response->set_deleted(*deleted);
   }
   Note(context, "deleted=" + std::to_string(response->deleted()));
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+namespace {
+
+// Streams a list of entries, one Write at a time; finishes with `status` after the last.
+class ExportCall : public grpc::ServerWriteReactor<v1::ExportedEntry> {
+ public:
+  ExportCall(std::vector<TuneResult> entries, Status status)
+      : entries_(std::move(entries)), status_(std::move(status)) {
+    Next();
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away during the export"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (!status_.ok() || next_ >= entries_.size()) {
+      Finish(ToGrpcStatus(status_));
+      return;
+    }
+    message_ = ExportedEntryToProto(entries_[next_++]);
+    StartWrite(&message_);
+  }
+  std::vector<TuneResult> entries_;
+  Status status_;
+  size_t next_ = 0;
+  v1::ExportedEntry message_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::ExportedEntry>* GrpcTransposer::ExportEntries(
+    grpc::CallbackServerContext* context, const v1::ExportEntriesRequest* request) {
+  if (Status auth = Authorize("ExportEntries", context); !auth.ok()) {
+    Note(context, "refused");
+    return new ExportCall({}, std::move(auth));
+  }
+  Status status = CheckFieldLength("device_class", request->device_class());
+  std::vector<TuneResult> entries;
+  if (status.ok()) {
+    EntryQuery query;
+    query.filter.device_class = request->device_class();
+    auto listed = service_->ListEntries(query, /*include_candidates=*/true, /*limit=*/0);
+    status = listed.status();
+    if (listed.ok()) entries = std::move(listed).value();
+  }
+  Note(context, "device_class=" + Quote(request->device_class()) +
+                    " entries=" + std::to_string(entries.size()));
+  return new ExportCall(std::move(entries), std::move(status));
+}
+
+grpc::ServerUnaryReactor* GrpcTransposer::ImportEntries(grpc::CallbackServerContext* context,
+                                                        const v1::ImportEntriesRequest* request,
+                                                        v1::ImportEntriesResponse* response) {
+  if (Status auth = Authorize("ImportEntries", context); !auth.ok()) {
+    Note(context, "refused");
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(auth));
+    return reactor;
+  }
+  Status status;
+  if (request->entries_size() > kMaxImportBatch) {
+    status = Status::InvalidArgument("entries: at most " + std::to_string(kMaxImportBatch) +
+                                     " per call, got " + std::to_string(request->entries_size()));
+  } else {
+    response->set_received(request->entries_size());
+    std::vector<TuneResult> valid;
+    for (int i = 0; i < request->entries_size(); ++i) {
+      auto r = ExportedEntryFromProto(request->entries(i));
+      if (r.ok()) {
+        valid.push_back(std::move(r).value());
+        continue;
+      }
+      response->set_invalid(response->invalid() + 1);
+      if (response->errors_size() < 20)
+        response->add_errors("entries[" + std::to_string(i) + "]." + r.status().message());
+    }
+    auto counts = service_->MergeEntries(valid);
+    status = counts.status();
+    if (counts.ok()) {
+      response->set_imported(counts->imported);
+      response->set_kept_existing(counts->kept_existing);
+      response->set_refused_library_version(counts->refused_library_version);
+      if (counts->refused_library_version > 0 && response->errors_size() < 20) {
+        response->add_errors(std::to_string(counts->refused_library_version) +
+                             " entries measured with a kernel library version this daemon does "
+                             "not have (it has " + service_->ListDevices()[0].library_version +
+                             ")");
+      }
+    }
+  }
+  Note(context, "received=" + std::to_string(response->received()) +
+                    " imported=" + std::to_string(response->imported()) +
+                    " kept_existing=" + std::to_string(response->kept_existing()) +
+                    " refused_library_version=" +
+                    std::to_string(response->refused_library_version()) +
+                    " invalid=" + std::to_string(response->invalid()));
   auto* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;

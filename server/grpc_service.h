@@ -54,6 +54,16 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   grpc::ServerUnaryReactor* DeleteEntries(grpc::CallbackServerContext* context,
                                           const v1::DeleteEntriesRequest* request,
                                           v1::DeleteEntriesResponse* response) override;
+  // Admin: every stored entry (of one device class), with all candidates.
+  grpc::ServerWriteReactor<v1::ExportedEntry>* ExportEntries(
+      grpc::CallbackServerContext* context, const v1::ExportEntriesRequest* request) override;
+  // Admin: merges exported entries (validated row by row; faster winner kept).
+  grpc::ServerUnaryReactor* ImportEntries(grpc::CallbackServerContext* context,
+                                          const v1::ImportEntriesRequest* request,
+                                          v1::ImportEntriesResponse* response) override;
+
+  // The most rows one ImportEntries call takes.
+  static constexpr int kMaxImportBatch = 1000;
 
   // GetConfig and Tune calls not yet done. The daemon waits for this to reach 0 (after
   // cancelling tunes) before it stops the server, so that answers already computed still reach

@@ -22,14 +22,20 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/version.h"
+#include "core/device_class.h"
+#include "core/text.h"
+#include "proto/exported_entry_json.h"
 #include "server/backends.h"
+#include "server/convert.h"
 #include "server/grpc_service.h"
 #include "server/listener_watch.h"
 #include "server/metrics.h"
 #include "server/rpc_interceptor.h"
 #include "server/security.h"
+#include "server/peers.h"
 #include "server/service.h"
 #include "server/startup.h"
 #include "server/store.h"
@@ -52,6 +58,10 @@ struct Flags {
   int max_streams_per_connection = 64;
   int max_calls_per_client = 128;
   int max_calls = 2048;
+  std::vector<std::string> peers;
+  double peer_timeout = 2.0;
+  std::string seed;
+  std::string instance_id;
 };
 
 // A log file sink that can reopen its file (after logrotate moved it away): spdlog's
@@ -76,6 +86,53 @@ class ReopenableFileSink final : public spdlog::sinks::base_sink<std::mutex> {
  private:
   spdlog::details::file_helper file_;
 };
+
+// --seed: merges the entries of an export file (transposectl export) before serving. Rows that do
+// not parse or validate are logged and skipped; a file that cannot be read is an error.
+transposed::Status Seed(const std::string& path, transposed::TransposeService* service) {
+  std::ifstream in(path);
+  if (!in) return transposed::Status::NotFound("--seed: cannot read " + path);
+  std::vector<transposed::TuneResult> rows;
+  int64_t invalid = 0, number = 0;
+  std::string line;
+  auto merge = [&]() -> transposed::StatusOr<transposed::MergeCounts> {
+    auto counts = service->MergeEntries(rows);
+    rows.clear();
+    return counts;
+  };
+  transposed::MergeCounts total;
+  auto add = [&](const transposed::MergeCounts& c) {
+    total.imported += c.imported;
+    total.kept_existing += c.kept_existing;
+    total.refused_library_version += c.refused_library_version;
+  };
+  while (std::getline(in, line)) {
+    ++number;
+    if (transposed::IsBlankLine(line)) continue;
+    auto entry = transposed::ExportedEntryFromLine(line);
+    transposed::StatusOr<transposed::TuneResult> row =
+        entry.ok() ? transposed::ExportedEntryFromProto(*entry)
+                   : transposed::StatusOr<transposed::TuneResult>(entry.status());
+    if (!row.ok()) {
+      ++invalid;
+      spdlog::warn("--seed {}:{}: skipped: {}", path, number, row.status().ToString());
+      continue;
+    }
+    rows.push_back(std::move(row).value());
+    if (rows.size() >= 1000) {
+      TR_ASSIGN_OR_RETURN(auto c, merge());
+      add(c);
+    }
+  }
+  TR_ASSIGN_OR_RETURN(auto c, merge());
+  add(c);
+  spdlog::info(
+      "--seed {}: imported={} kept_existing={} refused_library_version={} (this daemon has {}) "
+      "invalid={}",
+      path, total.imported, total.kept_existing, total.refused_library_version,
+      transposed::kLibraryVersion, invalid);
+  return transposed::Status::OK();
+}
 
 // Logs to the file (flushed on every line, so tests and tail -f see it at once) or to stderr.
 // `file_sink` is set when logging to a file.
@@ -177,6 +234,19 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "HOST:PORT to serve Prometheus metrics on at /metrics (port 0: any free port; "
                  "default: no metrics server)");
+  app.add_option("--peer", flags.peers,
+                 "HOST:PORT of a peer daemon (repeatable; a name resolving to many addresses "
+                 "counts as all of them): on a miss, ask peers of the same device class for a "
+                 "cached result before tuning");
+  app.add_option("--peer-timeout", flags.peer_timeout,
+                 "deadline of one peer lookup (all peers together), seconds")
+      ->check(CLI::Range(0.01, 60.0))
+      ->capture_default_str();
+  app.add_option("--seed", flags.seed,
+                 "merge the entries of this file (written by transposectl export) before serving");
+  app.add_option("--instance-id", flags.instance_id,
+                 "the CPU device's instance id (default: derived from the CPU model, the same on "
+                 "identical hosts); CPU backend only");
   CLI11_PARSE(app, argc, argv);
   // Usage errors CLI11 lets through: a config file with keys or sections it would ignore, a
   // --listen it would hand to gRPC unchecked.
@@ -216,6 +286,16 @@ int main(int argc, char** argv) {
   transposed::BackendOptions backend_options;
   backend_options.cpu_threads = flags.cpu_threads;
   backend_options.worker_path = flags.worker;
+  backend_options.cpu_instance_id = flags.instance_id;
+  if (!flags.instance_id.empty()) {
+    transposed::Status s = transposed::CheckFieldLength("--instance-id", flags.instance_id);
+    if (!s.ok() || flags.backend == "cuda") {
+      std::fprintf(stderr, "transposed: %s\n",
+                   s.ok() ? "--instance-id: only for the CPU backend (a GPU's instance is its UUID)"
+                          : s.message().c_str());
+      return 2;
+    }
+  }
   auto backends = transposed::MakeBackends(flags.backend, backend_options);
   if (!backends.ok()) {
     spdlog::error("cannot set up the backend: {}", backends.status().ToString());
@@ -247,6 +327,35 @@ int main(int argc, char** argv) {
   options.tune_budget_seconds = flags.tune_budget;
   options.observer = &metrics;
   options.max_queued_tunes = flags.max_queued_tunes;
+  std::unique_ptr<transposed::PeerSet> peers;
+  if (!flags.peers.empty()) {
+    transposed::PeerOptions peer_options;
+    peer_options.peers = flags.peers;
+    peer_options.deadline_seconds = flags.peer_timeout;
+    auto created = transposed::PeerSet::Create(peer_options);
+    if (!created.ok()) {
+      std::fprintf(stderr, "transposed: %s\n", created.status().message().c_str());
+      return 2;
+    }
+    peers = std::move(created).value();
+    spdlog::info("peers: {} (timeout {} s)", fmt::join(flags.peers, ","), flags.peer_timeout);
+    options.peer_lookup = [&peers](const transposed::DeviceInfo& device,
+                                   const transposed::Problem& problem)
+        -> std::optional<transposed::TuneResult> {
+      auto answer = peers->Lookup(transposed::ClassOf(device).key,
+                                  transposed::ProblemToProto(problem));
+      if (!answer) return std::nullopt;
+      transposed::v1::ExportedEntry entry;
+      *entry.mutable_measured_on() = answer->measured_on();
+      *entry.mutable_answer() = *answer;
+      auto row = transposed::ExportedEntryFromProto(entry);  // validated like any import
+      if (!row.ok()) {
+        spdlog::warn("peer answer for {} refused: {}", problem.Key(), row.status().ToString());
+        return std::nullopt;
+      }
+      return std::move(row).value();
+    };
+  }
   auto service =
       transposed::TransposeService::Create(std::move(backends).value(), store->get(), options);
   if (!service.ok()) {
@@ -282,6 +391,14 @@ int main(int argc, char** argv) {
         flags.listen,
         admin_token.empty() ? "" : " and can capture the admin token from the wire");
   }
+  if (!flags.seed.empty()) {
+    transposed::Status seeded = Seed(flags.seed, service->get());
+    if (!seeded.ok()) {
+      spdlog::error("{}", seeded.ToString());
+      return 1;
+    }
+  }
+
   transposed::RpcNotes rpc_notes;
   transposed::CallLimiter call_limiter(flags.max_calls_per_client, flags.max_calls);
   const transposed::AdminGate admin_gate(admin_token, mtls);

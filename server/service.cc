@@ -1,5 +1,7 @@
 #include "server/service.h"
 
+#include "core/device_class.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -150,6 +152,7 @@ TransposeService::TransposeService(std::vector<std::unique_ptr<Backend>> backend
     DeviceInfo d = backends_[i]->device();
     d.index = static_cast<int>(i);
     fingerprints_.push_back(d.Fingerprint());
+    classes_.push_back(ClassOf(d).key);
     devices_.push_back(std::move(d));
   }
   {
@@ -294,27 +297,45 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
     done(std::move(s));
     return nullptr;
   };
-  auto resolved = ResolveDevice(request.device);
-  if (!resolved.ok()) return fail(resolved.status());
-  const int device = *resolved;
+  int device = -1;
+  if (!request.device_class.empty()) {
+    // A peer asks for any device of a class.
+    for (size_t i = 0; i < classes_.size() && device < 0; ++i)
+      if (classes_[i] == request.device_class) device = static_cast<int>(i);
+    if (device < 0)
+      return fail(Status::NotFound("device_class: this daemon has no device of class " +
+                                   Quote(request.device_class)));
+  } else {
+    auto resolved = ResolveDevice(request.device);
+    if (!resolved.ok()) return fail(resolved.status());
+    device = *resolved;
+  }
   const Problem& problem = request.problem;
   if (Status s = CheckProblem(problem, device); !s.ok()) return fail(std::move(s));
   const std::string& fp = fingerprints_[device];
+  const std::string& cls = classes_[device];
 
   auto count = [&](bool hit) {
     (hit ? cache_hits_ : cache_misses_).fetch_add(1);
     if (options_.observer != nullptr) options_.observer->OnCacheLookup(device, hit);
   };
+  // A hit may have been measured on another device of the class: answer for ours, say where.
   auto from_cache = [&](TuneResult r) -> std::shared_ptr<Waiter> {
     count(true);
+    ConfigAnswer answer;
+    answer.measured_on = std::move(r.device);
+    answer.measured_on.index = LocalIndexOf(answer.measured_on);
     r.device = devices_[device];
-    done(ConfigAnswer{std::move(r), AnswerSource::kCache, device});
+    answer.result = std::move(r);
+    answer.source = AnswerSource::kCache;
+    answer.device_index = device;
+    done(std::move(answer));
     return nullptr;
   };
 
   // The fast path: no service lock, only the store's own short one.
   {
-    auto hit = store_->Lookup(fp, problem);
+    auto hit = store_->LookupByClass(cls, problem);
     if (!hit.ok()) return fail(hit.status());
     if (hit->has_value()) return from_cache(std::move(**hit));
   }
@@ -339,7 +360,7 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
       } else {
         // A tune of this problem may have finished between the lookup above and now: it saves
         // before it leaves inflight_, so a second lookup under mu_ cannot miss a finished tune.
-        second_lookup = store_->Lookup(fp, problem);
+        second_lookup = store_->LookupByClass(cls, problem);
         if (second_lookup->ok() && !(*second_lookup)->has_value()) {
           if (Status full = CheckQueueLocked(device); !full.ok()) {
             second_lookup = full;
@@ -458,9 +479,31 @@ void TransposeService::WorkerLoop(int device) {
 
 void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
   StatusOr<TuneResult> result = Status::Cancelled("the tune was cancelled before it started");
+  AnswerSource source = AnswerSource::kTuned;
   if (shutdown_.load()) {
     result = Status::Cancelled("the daemon is shutting down");
   } else if (!job->cancel.load()) {
+    const std::string key = job->problem.Key();
+    // A miss asks the peers of the class first (never a forced tune: that asks for a fresh one).
+    std::optional<TuneResult> from_peer;
+    if (!job->forced && options_.peer_lookup) {
+      from_peer = options_.peer_lookup(devices_[device], job->problem);
+      if (from_peer && ClassOf(from_peer->device).key != classes_[device]) from_peer.reset();
+    }
+    if (from_peer) {
+      from_peer->origin = Origin::kPeer;
+      auto merged = store_->Merge(*from_peer);
+      if (!merged.ok())
+        spdlog::error("peer result device={} problem={}: saving failed: {}", device, key,
+                      merged.status().ToString());
+      spdlog::info("tune skipped device={} problem={}: peer result variant={} gbps={:.2f} "
+                   "measured_on={}",
+                   device, key, from_peer->best.name, from_peer->gbps(), from_peer->device.uuid);
+      source = AnswerSource::kPeer;
+      result = std::move(*from_peer);
+    }
+  }
+  if (source != AnswerSource::kPeer && !shutdown_.load() && !job->cancel.load()) {
     const std::string key = job->problem.Key();
     tunes_started_.fetch_add(1);
     if (options_.observer != nullptr) options_.observer->OnTuneStarted(device);
@@ -526,7 +569,10 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
   if (waiters.empty()) return;
   StatusOr<ConfigAnswer> answer = result.status();
   if (result.ok()) {
-    answer = ConfigAnswer{std::move(result).value(), AnswerSource::kTuned, device};
+    // measured_on: this device after a tune, the peer's instance for a peer's result.
+    DeviceInfo measured_on = result->device;
+    measured_on.index = LocalIndexOf(measured_on);
+    answer = ConfigAnswer{std::move(result).value(), source, device, std::move(measured_on)};
     answer->result.device = devices_[device];
   }
   for (const auto& w : waiters) w->Answer(answer);
@@ -535,14 +581,8 @@ StatusOr<StoreFilter> TransposeService::ResolveQuery(const EntryQuery& query) co
   StoreFilter filter = query.filter;
   if (query.device.has_value()) {
     TR_ASSIGN_OR_RETURN(const int device, ResolveDevice(*query.device, "filter.device"));
-    const std::string& fp = fingerprints_[device];
-    if (!filter.device_fingerprint.empty() && filter.device_fingerprint != fp) {
-      return Status::InvalidArgument("filter.device_fingerprint: " +
-                                     Quote(filter.device_fingerprint) +
-                                     " contradicts filter.device (device " +
-                                     std::to_string(device) + " has fingerprint " + fp + ")");
-    }
-    filter.device_fingerprint = fp;
+    // A device's entries are those it is served: measured on any device of its class.
+    filter.device_class = classes_[device];
   }
   return filter;
 }
@@ -602,6 +642,35 @@ StatusOr<int64_t> TransposeService::DeleteEntries(const EntryQuery& query, bool 
     return Status::InvalidArgument("filter: empty filter deletes everything; set all=true");
   TR_ASSIGN_OR_RETURN(StoreFilter filter, ResolveQuery(query));
   return store_->Delete(filter);
+}
+
+int TransposeService::LocalIndexOf(const DeviceInfo& device) const {
+  const std::string fp = device.Fingerprint();
+  for (size_t i = 0; i < fingerprints_.size(); ++i)
+    if (fingerprints_[i] == fp) return static_cast<int>(i);
+  return -1;
+}
+
+int TransposeService::DeviceIndexOfClass(const DeviceInfo& device) const {
+  const std::string cls = ClassOf(device).key;
+  for (size_t i = 0; i < classes_.size(); ++i)
+    if (classes_[i] == cls) return static_cast<int>(i);
+  return -1;
+}
+
+StatusOr<MergeCounts> TransposeService::MergeEntries(const std::vector<TuneResult>& results) {
+  MergeCounts counts;
+  for (const TuneResult& r : results) {
+    bool known = false;
+    for (const auto& d : devices_) known = known || d.library_version == r.device.library_version;
+    if (!known) {
+      ++counts.refused_library_version;
+      continue;
+    }
+    TR_ASSIGN_OR_RETURN(bool stored, store_->Merge(r));
+    ++(stored ? counts.imported : counts.kept_existing);
+  }
+  return counts;
 }
 
 }  // namespace transposed

@@ -50,6 +50,9 @@ struct DeviceRef {
 struct ConfigRequest {
   Problem problem;
   DeviceRef device;
+  // Instead of `device`: the first device of this daemon of that class (peers ask this way);
+  // NOT_FOUND "device_class: ..." when there is none.
+  std::string device_class;
   bool cache_only = false;
 };
 
@@ -65,10 +68,21 @@ struct ForcedTuneRequest {
 
 // The answer to GetConfig or Tune: the stored or freshly tuned result, where it came from, and the
 // device it is for (result.device is the live device, with its index).
+// result.device is the device answered for (this daemon's, with its index); measured_on is the
+// instance the result was measured on: the same device, or another of its class (index -1 unless
+// it is one of this daemon's).
 struct ConfigAnswer {
   TuneResult result;
   AnswerSource source = AnswerSource::kCache;
   int device_index = 0;
+  DeviceInfo measured_on;
+};
+
+// What MergeEntries did with each result.
+struct MergeCounts {
+  int64_t imported = 0;                 // stored (new, or faster than what was stored)
+  int64_t kept_existing = 0;            // a result of its class and problem was as fast or faster
+  int64_t refused_library_version = 0;  // measured with another kernel library version
 };
 
 // ListEntries / DeleteEntries: a store filter plus an optional device of this daemon, which
@@ -94,6 +108,11 @@ class ServiceObserver {
   virtual void OnTuneFinished(int device, const Status& status, double seconds) = 0;
 };
 
+// Asks peer daemons (server/peers.h) for a stored result of `problem` measured on a device of
+// `device`'s class; nullopt when none has one. Called on a device worker before a tune.
+using PeerLookupFn =
+    std::function<std::optional<TuneResult>(const DeviceInfo& device, const Problem& problem)>;
+
 struct ServiceOptions {
   double tune_budget_seconds = 20.0;  // default budget of one tune (TuneOptions::budget_seconds)
   TuneOptions tune;                   // everything else about a tune
@@ -101,6 +120,9 @@ struct ServiceOptions {
   // Tunes waiting per device behind the running one; a new tune beyond this is refused with
   // RESOURCE_EXHAUSTED and a retry hint (joining a queued or running tune is always possible).
   int max_queued_tunes = 8;
+  // Empty: no peers. A GetConfig miss (not cache-only, not a forced Tune) asks the peers first
+  // and tunes only when none has the result; a peer's result is stored with origin kPeer.
+  PeerLookupFn peer_lookup;
 };
 
 // ListEntries pages: page_size 0 means kDefaultPageSize; larger than kMaxPageSize is cut to it.
@@ -183,6 +205,15 @@ class TransposeService {
   // Deletes matching entries; an empty query is refused unless `all`.
   StatusOr<int64_t> DeleteEntries(const EntryQuery& query, bool all);
 
+  // Merges results measured elsewhere (export/import, --seed; each already validated, with its
+  // origin set): a result whose kernel library version is not this daemon's is refused and
+  // counted; otherwise Store::Merge keeps the faster winner per device class and problem.
+  StatusOr<MergeCounts> MergeEntries(const std::vector<TuneResult>& results);
+  // The index of this daemon's first device of the same class as `device`, or -1.
+  int DeviceIndexOfClass(const DeviceInfo& device) const;
+  // The index of this daemon's device that is `device` (same fingerprint), or -1.
+  int LocalIndexOf(const DeviceInfo& device) const;
+
   // Resolves a selector to a device index. NOT_FOUND "<field>: no device with index 3 (this
   // daemon has 1: 0=cpu:..." for an unknown index or uuid.
   StatusOr<int> ResolveDevice(const DeviceRef& ref,
@@ -223,6 +254,7 @@ class TransposeService {
   const std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<DeviceInfo> devices_;  // copies with index set, immutable after construction
   std::vector<std::string> fingerprints_;
+  std::vector<std::string> classes_;  // ClassOf(devices_[i]).key
   Store* const store_;
   const ServiceOptions options_;
 

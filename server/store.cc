@@ -1,5 +1,7 @@
 #include "server/store.h"
 
+#include "core/device_class.h"
+
 #include <sqlite3.h>
 
 #include <chrono>
@@ -96,6 +98,15 @@ CREATE INDEX candidates_entry ON candidates(entry_id);
 
 PRAGMA user_version = 1;
 )sql",
+    // 1 -> 2: device classes (core/device_class.h) and where entries came from. device_class of
+    // the rows already there is filled in by Store::Open right after this step (it is a hash
+    // computed in C++), so an old database's entries are served to every device of their class.
+    R"sql(
+ALTER TABLE devices ADD COLUMN device_class TEXT NOT NULL DEFAULT '';
+CREATE INDEX devices_device_class ON devices(device_class);
+ALTER TABLE entries ADD COLUMN origin TEXT NOT NULL DEFAULT 'tuned';
+PRAGMA user_version = 2;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVersion,
               "one migration step per schema version");
@@ -104,8 +115,8 @@ constexpr int kBusyTimeoutMs = 5000;
 // Reads wait at most this long for a lock (in WAL mode only a checkpoint or an exclusive lock
 // held elsewhere makes them wait at all); then UNAVAILABLE.
 constexpr int kReadBusyTimeoutMs = 250;
-#define TRANSPOSED_SCHEMA_VERSION_TEXT "1"
-static_assert(Store::kSchemaVersion == 1, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
+#define TRANSPOSED_SCHEMA_VERSION_TEXT "2"
+static_assert(Store::kSchemaVersion == 2, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -245,6 +256,7 @@ Status ToSql(Stmt& st, int i, double v) { return st.Bind(i, v); }
 Status ToSql(Stmt& st, int i, bool v) { return st.Bind(i, v ? 1 : 0); }
 Status ToSql(Stmt& st, int i, DType v) { return st.Bind(i, std::string(DTypeName(v))); }
 Status ToSql(Stmt& st, int i, Phase v) { return st.Bind(i, std::string(PhaseName(v))); }
+Status ToSql(Stmt& st, int i, Origin v) { return st.Bind(i, std::string(OriginName(v))); }
 Status ToSql(Stmt& st, int i, const std::optional<double>& v) {
   return v ? st.Bind(i, *v) : st.BindNull(i);
 }
@@ -294,6 +306,13 @@ Status FromSql(const Stmt& st, int i, Phase* v) {
   const std::string text = st.Text(i);
   auto parsed = ParsePhase(text);
   if (!parsed) return Status::Internal("unknown phase '" + text + "'");
+  *v = *parsed;
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, Origin* v) {
+  const std::string text = st.Text(i);
+  auto parsed = ParseOrigin(text);
+  if (!parsed) return Status::Internal("unknown origin '" + text + "'");
   *v = *parsed;
   return Status::OK();
 }
@@ -381,6 +400,7 @@ const std::vector<Column<DeviceInfo>>& DeviceColumns() {
       FieldColumn<T>("memory_bytes", [](auto& d) -> auto& { return d.memory_bytes; }),
       FieldColumn<T>("attributes", [](auto& d) -> auto& { return d.attributes; }),
       FieldColumn<T>("library_version", [](auto& d) -> auto& { return d.library_version; }),
+      DerivedColumn<T>("device_class", [](const T& d) { return ClassOf(d).key; }),
   };
   return *cols;
 }
@@ -425,6 +445,7 @@ const std::vector<Column<TuneResult>>& EntryColumns() {
     c->push_back(FieldColumn<T>("tune_seconds", [](auto& r) -> auto& { return r.tune_seconds; }));
     c->push_back(
         FieldColumn<T>("tuned_at_unix_ms", [](auto& r) -> auto& { return r.tuned_at_unix_ms; }));
+    c->push_back(FieldColumn<T>("origin", [](auto& r) -> auto& { return r.origin; }));
     return c;
   }();
   return *cols;
@@ -600,6 +621,7 @@ Where BuildWhere(const StoreFilter& f) {
     w.binds.push_back([value](Stmt& st, int i) { return st.Bind(i, value); });
   };
   if (!f.device_fingerprint.empty()) add("e.device_fingerprint = ?", f.device_fingerprint);
+  if (!f.device_class.empty()) add("d.device_class = ?", f.device_class);
   if (f.dtype) add("e.dtype = ?", std::string(DTypeName(*f.dtype)));
   if (f.rows > 0) add("e.rows = ?", f.rows);
   if (f.cols > 0) add("e.cols = ?", f.cols);
@@ -611,10 +633,72 @@ Where BuildWhere(const StoreFilter& f) {
 
 bool IsMemoryPath(const std::string& path) { return path == ":memory:"; }
 
+// Migration 1 -> 2, the part SQL cannot do: every device row's class key, from its columns.
+Status FillDeviceClasses(sqlite3* db) {
+  const auto& cols = DeviceColumns();
+  TR_ASSIGN_OR_RETURN(auto sel, Stmt::Prepare(db, "SELECT fingerprint, " +
+                                                      ColumnList(cols, false) +
+                                                      " FROM devices WHERE device_class = ''"));
+  std::vector<std::pair<std::string, std::string>> updates;  // fingerprint, class
+  while (true) {
+    TR_ASSIGN_OR_RETURN(bool row, sel->Step());
+    if (!row) break;
+    DeviceInfo d;
+    TR_ASSIGN_OR_RETURN(int next, ReadRow(*sel, cols, 1, d));
+    (void)next;
+    updates.emplace_back(sel->Text(0), ClassOf(d).key);
+  }
+  TR_ASSIGN_OR_RETURN(auto upd,
+                      Stmt::Prepare(db, "UPDATE devices SET device_class = ?2 WHERE fingerprint = ?1"));
+  for (const auto& [fingerprint, cls] : updates) {
+    TR_RETURN_IF_ERROR(upd->Bind(1, fingerprint));
+    TR_RETURN_IF_ERROR(upd->Bind(2, cls));
+    TR_RETURN_IF_ERROR(upd->Run());
+    TR_RETURN_IF_ERROR(upd->Reset());
+  }
+  return Status::OK();
+}
+
+// Replaces the entry and candidate rows of (r.device, r.problem); the caller holds the
+// transaction.
+Status SaveTuneLocked(sqlite3* db, const TuneResult& r) {
+  TR_RETURN_IF_ERROR(UpsertDeviceLocked(db, r.device, NowUnixMs()));
+  {
+    TR_ASSIGN_OR_RETURN(auto del, Stmt::Prepare(db, R"sql(
+DELETE FROM entries WHERE device_fingerprint = ?1 AND problem_key = ?2
+)sql"));
+    TR_RETURN_IF_ERROR(del->Bind(1, r.device.Fingerprint()));
+    TR_RETURN_IF_ERROR(del->Bind(2, r.problem.Key()));
+    TR_RETURN_IF_ERROR(del->Run());
+  }
+  TR_ASSIGN_OR_RETURN(auto ins, Stmt::Prepare(db, InsertSql("entries", EntryColumns())));
+  TR_RETURN_IF_ERROR(BindRow(*ins, EntryColumns(), r));
+  TR_RETURN_IF_ERROR(ins->Run());
+  CandidateRow row;
+  row.entry_id = sqlite3_last_insert_rowid(db);
+  row.problem_bytes = r.problem.bytes();
+  TR_ASSIGN_OR_RETURN(auto cand, Stmt::Prepare(db, InsertSql("candidates", CandidateColumns())));
+  for (const CandidateResult& c : r.candidates) {
+    row.result = c;
+    TR_RETURN_IF_ERROR(BindRow(*cand, CandidateColumns(), row));
+    TR_RETURN_IF_ERROR(cand->Run());
+    TR_RETURN_IF_ERROR(cand->Reset());
+  }
+  return Status::OK();
+}
+
+// The fastest entry of (class, problem key): ORDER BY the winner's median time.
+const std::string& ClassLookupSql() {
+  static const std::string sql = EntrySelect() +
+                                 " WHERE d.device_class = ?1 AND e.problem_key = ?2"
+                                 " ORDER BY e.median_s ASC, e.tuned_at_unix_ms DESC LIMIT 1";
+  return sql;
+}
+
 }  // namespace
 
 bool StoreFilter::empty() const {
-  return device_fingerprint.empty() && !dtype && rows <= 0 && cols <= 0 && variant.empty() &&
+  return device_fingerprint.empty() && device_class.empty() && !dtype && rows <= 0 && cols <= 0 && variant.empty() &&
          tuned_before_unix_ms <= 0 && library_version.empty();
 }
 
@@ -835,6 +919,7 @@ StatusOr<std::unique_ptr<Store>> Store::OpenWritable(const std::string& path) {
                                 std::to_string(step) + " failed: " + s.message());
       }
     }
+    if (v < 2) TR_RETURN_IF_ERROR(FillDeviceClasses(db));
     return Status::OK();
   };
   Status migrated = *version == kSchemaVersion ? Status::OK() : InTransaction(db, migrate);
@@ -867,35 +952,52 @@ Status Store::SaveTune(const TuneResult& r) {
     return Status::InvalidArgument("store: refusing to save a tune of " + r.problem.ToString() +
                                    " without a valid winner");
   }
-  const std::string fingerprint = r.device.Fingerprint();
-  const std::string key = r.problem.Key();
   TR_RETURN_IF_ERROR(CheckWritable());
   MutexLock lock(&mu_);
   return InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
-    TR_RETURN_IF_ERROR(UpsertDeviceLocked(db_, r.device, NowUnixMs()));
-    {
-      TR_ASSIGN_OR_RETURN(auto del, Stmt::Prepare(db_, R"sql(
-DELETE FROM entries WHERE device_fingerprint = ?1 AND problem_key = ?2
-)sql"));
-      TR_RETURN_IF_ERROR(del->Bind(1, fingerprint));
-      TR_RETURN_IF_ERROR(del->Bind(2, key));
-      TR_RETURN_IF_ERROR(del->Run());
+    return SaveTuneLocked(db_, r);
+  });
+}
+
+StatusOr<bool> Store::Merge(const TuneResult& r) {
+  if (!r.best_measurement.valid || !(r.best_measurement.median_s > 0)) {
+    return Status::InvalidArgument("store: refusing to merge a result of " + r.problem.ToString() +
+                                   " without a valid winner");
+  }
+  const std::string cls = ClassOf(r.device).key;
+  TR_RETURN_IF_ERROR(CheckWritable());
+  MutexLock lock(&mu_);
+  bool stored = false;
+  Status s = InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
+    TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, ClassLookupSql()));
+    TR_RETURN_IF_ERROR(st->Bind(1, cls));
+    TR_RETURN_IF_ERROR(st->Bind(2, r.problem.Key()));
+    TR_ASSIGN_OR_RETURN(bool row, st->Step());
+    if (row) {
+      int64_t id = 0;
+      TR_ASSIGN_OR_RETURN(TuneResult existing, ReadEntry(*st, &id));
+      if (existing.best_measurement.median_s <= r.best_measurement.median_s) return Status::OK();
     }
-    TR_ASSIGN_OR_RETURN(auto ins, Stmt::Prepare(db_, InsertSql("entries", EntryColumns())));
-    TR_RETURN_IF_ERROR(BindRow(*ins, EntryColumns(), r));
-    TR_RETURN_IF_ERROR(ins->Run());
-    CandidateRow row;
-    row.entry_id = sqlite3_last_insert_rowid(db_);
-    row.problem_bytes = r.problem.bytes();
-    TR_ASSIGN_OR_RETURN(auto cand,
-                        Stmt::Prepare(db_, InsertSql("candidates", CandidateColumns())));
-    for (const CandidateResult& c : r.candidates) {
-      row.result = c;
-      TR_RETURN_IF_ERROR(BindRow(*cand, CandidateColumns(), row));
-      TR_RETURN_IF_ERROR(cand->Run());
-      TR_RETURN_IF_ERROR(cand->Reset());
-    }
-    return Status::OK();
+    stored = true;
+    return SaveTuneLocked(db_, r);
+  });
+  if (!s.ok()) return s;
+  return stored;
+}
+
+StatusOr<std::optional<TuneResult>> Store::LookupByClass(const std::string& device_class,
+                                                         const Problem& problem,
+                                                         bool include_candidates) {
+  return OnReader([&](sqlite3* db) -> StatusOr<std::optional<TuneResult>> {
+    TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, ClassLookupSql()));
+    TR_RETURN_IF_ERROR(st->Bind(1, device_class));
+    TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
+    TR_ASSIGN_OR_RETURN(bool row, st->Step());
+    if (!row) return std::optional<TuneResult>();
+    int64_t entry_id = 0;
+    TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &entry_id));
+    if (include_candidates) TR_RETURN_IF_ERROR(ReadCandidates(db, entry_id, &r.candidates));
+    return std::optional<TuneResult>(std::move(r));
   });
 }
 

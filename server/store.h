@@ -31,6 +31,7 @@ namespace transposed {
 // Every set field must match; a default-constructed filter matches everything.
 struct StoreFilter {
   std::string device_fingerprint;
+  std::string device_class;  // entries measured on any device of this class (core/device_class.h)
   std::optional<DType> dtype;
   int64_t rows = 0;
   int64_t cols = 0;
@@ -49,7 +50,7 @@ struct EntryCursor {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating if needed) and migrates the database at `path`. ":memory:" works for tests.
   // FAILED_PRECONDITION if the file's schema is newer than this build knows. A file restored
@@ -68,6 +69,15 @@ class Store {
   StatusOr<std::optional<TuneResult>> Lookup(const std::string& device_fingerprint,
                                              const Problem& problem,
                                              bool include_candidates = false);
+  // The fastest stored result for the problem measured on any device of the class (result.device
+  // is the instance it was measured on), or nullopt on a miss.
+  StatusOr<std::optional<TuneResult>> LookupByClass(const std::string& device_class,
+                                                    const Problem& problem,
+                                                    bool include_candidates = false);
+  // Merges one result measured elsewhere (its origin says how it came): stored, under its own
+  // instance, only when no device of its class has a result for the problem that is as fast or
+  // faster (the faster winner is kept, never a downgrade). true when stored.
+  StatusOr<bool> Merge(const TuneResult& result);
   // Entries matching the filter, newest first; limit 0 = all. With `after`, only entries after
   // that cursor (keyset pagination); with `cursors`, each returned entry's cursor is appended.
   StatusOr<std::vector<TuneResult>> List(const StoreFilter& filter, bool include_candidates = false,

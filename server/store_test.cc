@@ -1,5 +1,7 @@
 #include "server/store.h"
 
+#include "core/device_class.h"
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -212,7 +214,7 @@ TEST_F(StoreTest, OpenCreatesSchemaWithUserVersionAndWal) {
   ASSERT_NE(store, nullptr);
   RawDb raw(path_);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
-  EXPECT_EQ(Store::kSchemaVersion, 1);
+  EXPECT_EQ(Store::kSchemaVersion, 2);
   EXPECT_EQ(raw.Text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                     "('devices', 'entries', 'candidates')"),
@@ -225,7 +227,7 @@ TEST_F(StoreTest, OpenCreatesSchemaWithUserVersionAndWal) {
   store.reset();
   store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(raw.Int("PRAGMA user_version"), 1);
+  EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
 }
 
 TEST_F(StoreTest, OpenInMemory) {
@@ -278,11 +280,115 @@ TEST_F(StoreTest, RefusesNewerSchema) {
   EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
   const std::string msg = s.status().message();
   EXPECT_NE(msg.find("schema version 99"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("schema version 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("schema version " + std::to_string(Store::kSchemaVersion)), std::string::npos)
+      << msg;
   EXPECT_NE(msg.find(path_), std::string::npos) << msg;
   RawDb raw(path_);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), 99);
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE name = 'entries'"), 0);
+}
+
+// Device classes (core/device_class.h): an entry measured on one H100 is served to every H100 of
+// the class, never to an H200.
+DeviceInfo MakeH200(const std::string& uuid) {
+  DeviceInfo d = MakeDevice(uuid);
+  d.name = "NVIDIA H200";
+  d.memory_bytes = 150'754'820'096ull;
+  return d;
+}
+
+TEST_F(StoreTest, ClassLookupServesEveryInstanceOfTheClassButNeverAnotherModel) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const Problem p = MakeProblem(4096, 4096);
+  ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-h100-a"), p, "v.a", 1000)).ok());
+  auto other_h100 = store->LookupByClass(ClassOf(MakeDevice("GPU-h100-b")).key, p);
+  ASSERT_TRUE(other_h100.ok()) << other_h100.status().ToString();
+  ASSERT_TRUE(other_h100->has_value());
+  EXPECT_EQ((*other_h100)->device.uuid, "GPU-h100-a");  // where it was measured
+  EXPECT_EQ((*other_h100)->best.name, "v.a");
+  EXPECT_EQ((*other_h100)->origin, Origin::kTuned);
+  auto h200 = store->LookupByClass(ClassOf(MakeH200("GPU-h200")).key, p);
+  ASSERT_TRUE(h200.ok());
+  EXPECT_FALSE(h200->has_value()) << "an H100 entry was served for an H200";
+  auto other_library = store->LookupByClass(ClassOf(MakeDevice("GPU-h100-b", "0.2.0")).key, p);
+  ASSERT_TRUE(other_library.ok());
+  EXPECT_FALSE(other_library->has_value());
+  StoreFilter by_class;
+  by_class.device_class = ClassOf(MakeDevice("GPU-h100-b")).key;
+  auto listed = store->List(by_class);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 1u);
+  by_class.device_class = ClassOf(MakeH200("x")).key;
+  EXPECT_TRUE(store->List(by_class)->empty());
+}
+
+TEST_F(StoreTest, MergeKeepsTheFasterWinnerOfTheClass) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const Problem p = MakeProblem(2048, 1024);
+  TuneResult local = MakeResult(MakeDevice("GPU-local"), p, "v.local", 1000);
+  ASSERT_TRUE(store->SaveTune(local).ok());
+  // Slower (or as fast), measured on another card of the class: kept out.
+  TuneResult slower = MakeResult(MakeDevice("GPU-remote"), p, "v.slow", 2000);
+  slower.best_measurement.median_s *= 1.5;
+  slower.origin = Origin::kImported;
+  auto merged = store->Merge(slower);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_FALSE(*merged);
+  EXPECT_FALSE(*store->Merge(local));  // the same result again
+  // Faster: stored under its own instance and served from now on.
+  TuneResult faster = MakeResult(MakeDevice("GPU-remote"), p, "v.fast", 3000);
+  faster.best_measurement.median_s *= 0.5;
+  faster.best_measurement.min_s *= 0.5;
+  faster.origin = Origin::kImported;
+  merged = store->Merge(faster);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_TRUE(*merged);
+  auto best = store->LookupByClass(ClassOf(MakeDevice("GPU-local")).key, p, true);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  EXPECT_EQ((*best)->best.name, "v.fast");
+  EXPECT_EQ((*best)->device.uuid, "GPU-remote");
+  EXPECT_EQ((*best)->origin, Origin::kImported);
+  EXPECT_EQ((*best)->candidates.size(), faster.candidates.size());
+  // The local entry is still there (under its own instance), just not the winner.
+  auto own = store->Lookup(MakeDevice("GPU-local").Fingerprint(), p);
+  ASSERT_TRUE(own.ok() && own->has_value());
+  EXPECT_EQ((*own)->best.name, "v.local");
+  // An H200 result never competes with (or replaces) the H100 one.
+  TuneResult h200 = MakeResult(MakeH200("GPU-h200"), p, "v.h200", 4000);
+  h200.best_measurement.median_s *= 0.1;
+  h200.best_measurement.min_s *= 0.1;
+  EXPECT_TRUE(*store->Merge(h200));
+  best = store->LookupByClass(ClassOf(MakeDevice("GPU-local")).key, p);
+  EXPECT_EQ((*best)->best.name, "v.fast");
+}
+
+TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
+  const Problem p = MakeProblem(512, 256);
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-old"), p, "v.old", 1000)).ok());
+  }
+  {
+    // Back to schema version 1, as an older build left it.
+    RawDb raw(path_);
+    raw.Exec("DROP INDEX devices_device_class; ALTER TABLE devices DROP COLUMN device_class; "
+             "ALTER TABLE entries DROP COLUMN origin; PRAGMA user_version = 1;");
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  {
+    RawDb raw(path_);
+    EXPECT_EQ(raw.Int("PRAGMA user_version"), 2);
+    EXPECT_EQ(raw.Text("SELECT device_class FROM devices"), ClassOf(MakeDevice("GPU-old")).key);
+    EXPECT_EQ(raw.Text("SELECT origin FROM entries"), "tuned");
+  }
+  // The copied database's entries are served to another card of the class.
+  auto hit = store->LookupByClass(ClassOf(MakeDevice("GPU-new")).key, p);
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->best.name, "v.old");
 }
 
 TEST_F(StoreTest, SaveThenLookupRoundTripsEveryField) {

@@ -1027,7 +1027,7 @@ CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
   h.Add(size_str(host.l1d));
   h.Add(size_str(host.l2));
   h.Add(size_str(host.l3));
-  device_.uuid = "cpu-" + h.Hex();
+  device_.uuid = options_.instance_id.empty() ? "cpu-" + h.Hex() : options_.instance_id;
   device_.library_version = kLibraryVersion;
 }
 

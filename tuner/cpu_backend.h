@@ -52,6 +52,10 @@ struct CpuBackendOptions {
   // Where Open reads the memory available to this process (tuner/host_memory.h); a problem whose
   // buffers do not fit is refused with RESOURCE_EXHAUSTED naming the bytes.
   HostMemoryPaths memory;
+  // The device instance id (DeviceInfo::uuid); empty: derived from the host's CPU description,
+  // which is the same on every node of one model. Distinct ids make two daemons on identical
+  // hosts (or on one host) distinct instances of one device class (transposed --instance-id).
+  std::string instance_id;
 };
 
 // Problems smaller than this get single-threaded candidates only.
