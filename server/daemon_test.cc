@@ -647,6 +647,7 @@ TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
   EXPECT_GE(value(R"(transposed_tune_seconds_sum{device="0"})"), tuned.tune_seconds());
   EXPECT_LT(value(R"(transposed_tune_seconds_sum{device="0"})"), tuned.tune_seconds() + 5.0);  // plus the save; loose for loaded CI
   EXPECT_EQ(value(R"(transposed_tune_queue_depth{device="0"})"), 0);
+  EXPECT_EQ(value("transposed_store_read_only"), 0);  // a writable database
   EXPECT_EQ(value(R"(transposed_worker_restarts_total{device="0"})"), 0);
   EXPECT_NEAR(value(R"(transposed_entry_best_ratio{device="0",problem="64x96.b1.f32.ldi0.ldo0",)"
                     R"(variant=")" + tuned.variant().name() + R"("})"),

@@ -99,6 +99,18 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
       }
     }
     out.push_back(std::move(ratio));
+
+    if (store_ != nullptr) {
+      prometheus::MetricFamily ro{"transposed_store_read_only",
+                                  "1 when the database could not be opened for writing: lookups "
+                                  "are served, tunes are answered but not stored",
+                                  prometheus::MetricType::Gauge,
+                                  {}};
+      prometheus::ClientMetric m;
+      m.gauge.value = store_->read_only().empty() ? 0 : 1;
+      ro.metric.push_back(std::move(m));
+      out.push_back(std::move(ro));
+    }
     return out;
   }
 
