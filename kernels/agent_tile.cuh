@@ -246,8 +246,8 @@ struct TileAgent {
 };
 
 // ------------------------------------------------------------------------------------------------
-// Synchronous tile kernel: a 3-D grid-stride walk over (tile column, tile row, batch entry), the
-// side with fewer tiles fastest (TilesDownFirst).
+// Synchronous tile kernel: a 3-D grid-stride walk over (tile column, tile row, batch entry), tile
+// rows or tile columns fastest (TilesDownFirst).
 template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
 __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   using Agent = TileAgent<E, TR, TC, BR, VB, PAD, SWZ, RA>;
@@ -256,8 +256,8 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   const Agent agent(a);
   const int64_t ntr = (a.rows + TR - 1) / TR;
   const int64_t ntc = (a.cols + TC - 1) / TC;
-  // Grid x runs along the side with fewer tiles (TilesDownFirst), y along the other.
-  const bool down = TilesDownFirst(ntr, ntc);
+  // Grid x runs down the tile rows or across the tile columns (TilesDownFirst).
+  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
   const int64_t bx = down ? blockIdx.y : blockIdx.x, gx = down ? gridDim.y : gridDim.x;
   const int64_t by = down ? blockIdx.x : blockIdx.y, gy = down ? gridDim.x : gridDim.y;
   for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
@@ -290,7 +290,7 @@ Status LaunchTile(const Problem& p, const void* in, void* out, cudaStream_t s,
                   const LaunchOptions&) {
   const Args a = MakeArgs(p, in, out);
   const int64_t ntr = (p.rows + TR - 1) / TR, ntc = (p.cols + TC - 1) / TC;
-  const bool down = TilesDownFirst(ntr, ntc);
+  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
   const dim3 grid(CapGrid(down ? ntr : ntc, INT_MAX), CapGrid(down ? ntc : ntr, 65535),
                   CapGrid(p.batch, 65535));
   TileKernel<E, TR, TC, BR, VB, PAD, SWZ, RA><<<grid, 32 * BR, 0, s>>>(a);

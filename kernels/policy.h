@@ -20,6 +20,9 @@
 // f64 86.6% -> 90.2%); realigning vec16 tiles for rows of any alignment (shifted rows: correct,
 // still 3-10 points slower than the element-size tiles on odd shapes, so one shape per element
 // size stays, offered only where a row is misaligned);
+// more element-size tiles for 1/2/8-byte odd shapes from a sweep under the tile walk of
+// TilesDownFirst (H100, 40 random problems: u8 64x64.pad4, 128x32, 256x32.rows16; f16 128x64 and
+// 128x32 .rows16; f64 64x32.rows16 each best somewhere, by 1-6 points);
 // persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
 // a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
 // skinny tiles for one side <= 16; and cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
@@ -196,6 +199,9 @@ inline constexpr Policy kFamily[] = {
     Tile(1, 64, 64, 8, 0, Pad(1)),
     Tile(1, 128, 128, 8, 0, Pad(1)),
     Tile(1, 128, 128, 16, 0, Pad(1)),
+    Tile(1, 128, 32, 8, 0, Pad(1)),
+    Tile(1, 64, 64, 8, 0, Pad(4)),
+    Tile(1, 256, 32, 16, 0, Pad(1)),
     Tile(1, 64, 128, 8, 16, Pad(4)),
     Tile(1, 64, 128, 8, 16, Swizzle()),
     Tile(1, 128, 64, 8, 16, Pad(4)),
@@ -228,6 +234,8 @@ inline constexpr Policy kFamily[] = {
     Tile(2, 64, 64, 8, 0, Pad(1)),
     Tile(2, 128, 64, 8, 0, Pad(1)),
     Tile(2, 64, 128, 16, 0, Pad(1)),
+    Tile(2, 128, 64, 16, 0, Pad(1)),
+    Tile(2, 128, 32, 16, 0, Pad(1)),
     Tile(2, 64, 64, 8, 16, Pad(2)),
     Tile(2, 64, 64, 8, 16, Swizzle()),
     Tile(2, 64, 128, 8, 16, Pad(2)),
@@ -312,6 +320,7 @@ inline constexpr Policy kFamily[] = {
     Tile(8, 64, 32, 4, 16, Swizzle()),
     Tile(8, 128, 32, 16, 0, Pad(1)),
     Tile(8, 128, 16, 16, 0, Pad(1)),
+    Tile(8, 64, 32, 16, 0, Pad(1)),
     Realign(8, 64, 32, 8, Pad(2)),
     Async(8, 64, 32, 4, 2),
     Async(8, 64, 32, 8, 2),

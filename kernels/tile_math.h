@@ -328,11 +328,18 @@ TR_HD void GatherWindow(const unsigned char* col, int stride, uint32_t w[4]) {
 
 // ---- Order of the one-tile-per-block walk. Tiles (ty, tx) and (ty + 1, tx) share the partly
 // written 32-byte sectors at both ends of their output row segments when rows are odd, and
-// (ty, tx) and (ty, tx + 1) the partly read sectors of their input rows. The grid's fastest
-// dimension runs along the side with fewer tiles, so both neighbours run at most min(ntr, ntc)
-// blocks apart and find the shared sectors still in L2 (wide odd matrices: 5005x105371 f32 on
-// the H100 from 59% to 92% of the copy, docs/benchmark.md).
-TR_HD constexpr bool TilesDownFirst(int64_t ntr, int64_t ntc) { return ntc > ntr; }
+// (ty, tx) and (ty, tx + 1) the partly read sectors of their input rows; the walk should bring
+// neighbours close enough together that the shared sectors are still in L2. Down first (grid x
+// along the tile rows): output rows are written front to back, input neighbours are ntr tiles
+// apart; across first: output neighbours are ntc tiles apart. Down first wherever it keeps the
+// input neighbours within kDownFirstBytes of traffic (in + out), or where ntc > ntr anyway
+// (measured on the H100, docs/benchmark.md: 5005x105371 f32 59% -> 92% of the copy, tall
+// 27135x3121 f32 83% -> 88%; tall f64 63015x1867, 31 MB apart, loses 6 points down first).
+inline constexpr int64_t kDownFirstBytes = int64_t{16} << 20;
+TR_HD constexpr bool TilesDownFirst(int64_t ntr, int64_t ntc, int64_t tile_bytes) {
+  return ntc > ntr || 2 * ntr * tile_bytes <= kDownFirstBytes;
+}
+
 
 // ---- Global offsets (bytes, 64-bit) of core/problem.h's layout.
 // Input element (r, c) of batch entry z (rows x cols, leading dimension ldi elements).

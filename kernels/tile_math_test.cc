@@ -289,6 +289,16 @@ TEST(ShiftedRows, WriteMappingCoversEveryWindowOnceWithFewBankConflicts) {
   EXPECT_GE(policies, 4);  // one per element size 1, 2, 4, 8
 }
 
+// The tile walk goes down first where there are more tile columns than rows, or where the input
+// neighbours stay within kDownFirstBytes of traffic; across first otherwise.
+TEST(TileWalk, DownFirstWhereNeighboursStayClose) {
+  const int64_t f32_tile = 128 * 32 * 4;                       // 16 KiB
+  EXPECT_TRUE(TilesDownFirst(40, 3293, f32_tile));              // wide: 5005x105371 f32
+  EXPECT_TRUE(TilesDownFirst(213, 98, f32_tile));               // tall, 7 MB apart
+  EXPECT_FALSE(TilesDownFirst(493, 59, 2 * f32_tile));          // tall f64, 32 MB apart
+  EXPECT_EQ(TilesDownFirst(512, 511, f32_tile), 2 * 512 * f32_tile <= kDownFirstBytes);
+}
+
 TEST(GlobalOffsets, MatchTheProblemLayout) {
   // 3 matrices of 5 x 7 with ld_in 9 and ld_out 6, 4-byte elements.
   const int64_t rows = 5, cols = 7, ldi = 9, ldo = 6;
