@@ -1,10 +1,13 @@
 #include "server/security.h"
 
+#include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
 namespace {
@@ -15,6 +18,22 @@ TEST(SecurityTest, AdminMethodsAreTheOnesThatChangeTheCache) {
   EXPECT_FALSE(IsAdminMethod("GetConfig"));
   EXPECT_FALSE(IsAdminMethod("ListDevices"));
   EXPECT_FALSE(IsAdminMethod("ListEntries"));
+}
+
+// Every RPC of the service is classified: admin (needs the token) or open. A new RPC in the
+// proto fails here until it is put in kAdminMethods or kOpenMethods (server/security.cc).
+TEST(SecurityTest, EveryRpcOfTheServiceIsAdminOrOpen) {
+  // Through a message type of the same file, so that its descriptors are linked in.
+  const google::protobuf::ServiceDescriptor* service =
+      v1::GetConfigRequest::descriptor()->file()->FindServiceByName("Transposer");
+  ASSERT_NE(service, nullptr);
+  ASSERT_GT(service->method_count(), 4);
+  for (int i = 0; i < service->method_count(); ++i) {
+    const std::string& m = service->method(i)->name();
+    EXPECT_NE(IsAdminMethod(m), IsOpenMethod(m))
+        << "RPC " << m << ": put it in exactly one of kAdminMethods (changes or bulk-reads the "
+        << "cache: the admin token) and kOpenMethods in server/security.cc";
+  }
 }
 
 TEST(SecurityTest, LoopbackPeers) {
