@@ -12,8 +12,11 @@
 //   TR_ASSIGN_OR_RETURN(auto client, transposed::Client::Connect("127.0.0.1:50051", {}));
 //   transposed::Problem problem;
 //   problem.rows = 4096, problem.cols = 8192, problem.dtype = transposed::DType::kF32;
+//   // ANSWER_NOW: never waits for a tune (an untuned problem gets a valid configuration at once
+//   // and is tuned in the background); the default policy, TUNE_IF_MISSING, waits for it.
 //   TR_ASSIGN_OR_RETURN(transposed::v1::Answer answer,
-//                       client->GetConfig(problem, transposed::DeviceByIndex(0)));
+//                       client->GetConfig(problem, transposed::DeviceByIndex(0),
+//                                         transposed::v1::ANSWER_NOW));
 //   // The answer names the fastest variant for this problem on this device; the parameters
 //   // rebuild the kernel configuration (FromName(answer.variant().name()) works as well).
 //   TR_ASSIGN_OR_RETURN(auto config, transposed::kernels::TransposeConfig::FromParams(

@@ -83,6 +83,10 @@ std::string SourceName(v1::Source source) {
       return "tuned";
     case v1::SOURCE_PEER:
       return "peer";
+    case v1::SOURCE_NEAREST:
+      return "nearest";
+    case v1::SOURCE_HEURISTIC:
+      return "heuristic";
     default:
       return "unspecified";
   }
@@ -176,6 +180,7 @@ Json AnswerToJson(const v1::Answer& a) {
   j["rel_spread"] = a.rel_spread();
   j["noisy"] = a.noisy();
   j["source"] = SourceName(a.source());
+  if (a.has_nearest_problem()) j["nearest_problem"] = ProblemToJson(a.nearest_problem());
   j["device"] = DeviceToJson(a.device());
   if (a.has_measured_on()) j["measured_on"] = DeviceToJson(a.measured_on());
   j["origin"] = OriginName(a.origin());
@@ -239,7 +244,9 @@ std::string AnswerToText(const v1::Answer& a) {
       {"ceiling", Printf("%.1f GB/s (copy)", a.ceiling_gbps())},
       {"ratio", Printf("%.3f", a.ratio())},
       {"rel_spread", Printf("%.4f%s", a.rel_spread(), a.noisy() ? " (noisy: approximate)" : "")},
-      {"source", SourceName(a.source())},
+      {"source", a.has_nearest_problem()
+                     ? SourceName(a.source()) + " (from " + ProblemLabel(a.nearest_problem()) + ")"
+                     : SourceName(a.source())},
       {"device", Printf("%d %s (%s, %s)", a.device().index(), a.device().name().c_str(),
                         a.device().backend().c_str(), a.device().uuid().c_str())},
       {"fingerprint", a.device().fingerprint()},

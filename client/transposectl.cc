@@ -166,9 +166,8 @@ int Usage(const std::string& message) {
   return 2;
 }
 
-int RunGet(Client& client, const Globals& g, const ProblemFlags& f, bool cache_only) {
-  auto answer =
-      client.GetConfig(BuildProblem(f), cache_only ? v1::CACHE_ONLY : v1::TUNE_IF_MISSING);
+int RunGet(Client& client, const Globals& g, const ProblemFlags& f, v1::CachePolicy policy) {
+  auto answer = client.GetConfig(BuildProblem(f), policy);
   if (!answer.ok()) return Fail(answer.status());
   if (g.json) {
     std::cout << AnswerToJson(*answer).dump(2) << std::endl;
@@ -456,7 +455,13 @@ int Main(int argc, char** argv) {
   bool cache_only = false;
   CLI::App* get = app.add_subcommand("get", "Best configuration for a problem (tunes on a miss)");
   AddProblemFlags(get, &get_flags);
-  get->add_flag("--cache-only", cache_only, "Do not tune on a miss: NOT_FOUND instead");
+  bool answer_now = false;
+  auto* cache_only_flag =
+      get->add_flag("--cache-only", cache_only, "Do not tune on a miss: NOT_FOUND instead");
+  get->add_flag("--answer-now", answer_now,
+                "Never wait: on a miss answer at once (nearest stored problem's winner, else the "
+                "heuristic default) and tune in the background")
+      ->excludes(cache_only_flag);
 
   ProblemFlags tune_flags;
   double budget = 0;
@@ -529,7 +534,9 @@ int Main(int argc, char** argv) {
   if (!client.ok()) return Usage(client.status().ToString());
   Client& c = **client;
 
-  if (get->parsed()) return RunGet(c, g, get_flags, cache_only);
+  if (get->parsed())
+    return RunGet(c, g, get_flags,
+                  cache_only ? v1::CACHE_ONLY : answer_now ? v1::ANSWER_NOW : v1::TUNE_IF_MISSING);
   if (tune->parsed()) return RunTune(c, g, tune_flags, budget, exhaustive);
   if (devices->parsed()) return RunDevices(c, g);
   if (list->parsed()) return RunList(c, g, list_flags, candidates, limit);

@@ -31,6 +31,10 @@ const char* AnswerSourceName(AnswerSource s) {
       return "tuned";
     case AnswerSource::kPeer:
       return "peer";
+    case AnswerSource::kNearest:
+      return "nearest";
+    case AnswerSource::kHeuristic:
+      return "heuristic";
   }
   return "unknown";
 }

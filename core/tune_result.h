@@ -76,7 +76,10 @@ struct TuneResult {
 // How an answer was produced: read from the store, or tuned by this request (or the tune it
 // joined).
 // kPeer: fetched from a peer daemon by this request (or the lookup it joined), then stored.
-enum class AnswerSource { kCache, kTuned, kPeer };
-const char* AnswerSourceName(AnswerSource s);  // "cache" / "tuned" / "peer"
+// kNearest / kHeuristic: an ANSWER_NOW miss answered at once (server/answer_now.h) while the
+// real tune runs in the background.
+enum class AnswerSource { kCache, kTuned, kPeer, kNearest, kHeuristic };
+// "cache" / "tuned" / "peer" / "nearest" / "heuristic"
+const char* AnswerSourceName(AnswerSource s);
 
 }  // namespace transposed

@@ -76,6 +76,10 @@ pb::Source SourceToProto(AnswerSource s) {
       return pb::SOURCE_TUNED;
     case AnswerSource::kPeer:
       return pb::SOURCE_PEER;
+    case AnswerSource::kNearest:
+      return pb::SOURCE_NEAREST;
+    case AnswerSource::kHeuristic:
+      return pb::SOURCE_HEURISTIC;
   }
   return pb::SOURCE_UNSPECIFIED;
 }
@@ -133,9 +137,11 @@ StatusOr<ConfigRequest> ConfigRequestFromProto(const pb::GetConfigRequest& r) {
   out.device_class = r.device_class();
   if (!pb::CachePolicy_IsValid(r.policy())) {
     return Status::InvalidArgument("policy: unknown CachePolicy " + std::to_string(r.policy()) +
-                                   " (expected TUNE_IF_MISSING = 0 or CACHE_ONLY = 1)");
+                                   " (expected TUNE_IF_MISSING = 0, CACHE_ONLY = 1 or "
+                                   "ANSWER_NOW = 2)");
   }
   out.cache_only = r.policy() == pb::CACHE_ONLY;
+  out.answer_now = r.policy() == pb::ANSWER_NOW;
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "core/text.h"
 #include "core/mutex.h"
 #include "proto/grpc_status.h"
+#include "proto/problem_proto.h"
 #include "server/convert.h"
 
 namespace transposed {
@@ -139,6 +140,14 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
     std::string source = "-";
     if (answer.ok()) {
       *response_ = AnswerToProto(answer->result, answer->source, &answer->measured_on);
+      if (answer->source == AnswerSource::kNearest ||
+          answer->source == AnswerSource::kHeuristic) {
+        // Chosen, not measured, for this problem: no instance measured it, it is not stored.
+        response_->clear_measured_on();
+        response_->clear_origin();
+      }
+      if (answer->nearest_problem.has_value())
+        *response_->mutable_nearest_problem() = ProblemToProto(*answer->nearest_problem);
       device_ = std::to_string(answer->device_index);
       source = AnswerSourceName(answer->source);
     }

@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include "core/device_class.h"
+#include "server/answer_now.h"
 
 #include <spdlog/spdlog.h>
 
@@ -339,6 +340,12 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
     if (!hit.ok()) return fail(hit.status());
     if (hit->has_value()) return from_cache(std::move(**hit));
   }
+  if (request.answer_now && !request.cache_only) {
+    StatusOr<ConfigAnswer> answer = AnswerNow(device, problem);
+    if (answer.ok()) count(answer->source == AnswerSource::kCache);
+    done(std::move(answer));
+    return nullptr;
+  }
   if (request.cache_only) {
     count(false);
     return fail(Status::NotFound("problem: no cached configuration for " + problem.ToString() +
@@ -381,6 +388,75 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
   }
   if (!second_lookup->ok()) return fail(second_lookup->status());
   return from_cache(std::move(second_lookup->value().value()));
+}
+
+StatusOr<ConfigAnswer> TransposeService::AnswerNow(int device, const Problem& problem) {
+  if (shutdown_.load()) return Status::Cancelled("the daemon is shutting down");
+  const std::string& fp = fingerprints_[device];
+  const std::string& cls = classes_[device];
+
+  // The answer first (store reads only), so the tune queued below does not compete with it.
+  ConfigAnswer answer;
+  answer.device_index = device;
+  answer.result.problem = problem;
+  answer.result.device = devices_[device];
+  const std::vector<Candidate> valid = backends_[device]->Candidates(problem);
+  // The nearest stored problem of this device's class: the most recent entries of each dtype of
+  // this element size.
+  constexpr int kNeighboursPerDType = 256;
+  std::vector<TuneResult> stored;
+  for (DType t : AllDTypes()) {
+    if (DTypeSize(t) != problem.elem_size()) continue;
+    StoreFilter filter;
+    filter.device_class = cls;
+    filter.dtype = t;
+    auto entries = store_->List(filter, /*include_candidates=*/false, kNeighboursPerDType);
+    if (!entries.ok()) {
+      spdlog::warn("answer_now device={} problem={}: reading neighbours failed: {}", device,
+                   problem.Key(), entries.status().ToString());
+      break;
+    }
+    for (auto& e : *entries) stored.push_back(std::move(e));
+  }
+  if (auto nearest = NearestEntry(problem, stored, valid); nearest.has_value()) {
+    answer.source = AnswerSource::kNearest;
+    answer.result.best = stored[*nearest].best;
+    answer.nearest_problem = stored[*nearest].problem;
+  } else {
+    answer.source = AnswerSource::kHeuristic;
+    answer.result.best = HeuristicCandidate(problem, valid);
+  }
+
+  // Then the real tune (peers first, as for any miss), in the background, unless one is in
+  // flight already. A full queue does not fail the answer: the tune is simply not queued now
+  // (the next request tries again).
+  MutexLock l(&mu_);
+  if (shutdown_.load()) return Status::Cancelled("the daemon is shutting down");
+  const std::string key = fp + "|" + problem.Key();
+  if (inflight_.find(key) == inflight_.end()) {
+    // As in GetConfig: a tune may have finished since the first lookup.
+    TR_ASSIGN_OR_RETURN(auto hit, store_->LookupByClass(cls, problem));
+    if (hit.has_value()) {
+      ConfigAnswer cached;
+      cached.measured_on = std::move(hit->device);
+      cached.measured_on.index = LocalIndexOf(cached.measured_on);
+      hit->device = devices_[device];
+      cached.result = std::move(*hit);
+      cached.source = AnswerSource::kCache;
+      cached.device_index = device;
+      return cached;
+    }
+    if (Status full = CheckQueueLocked(device); !full.ok()) {
+      spdlog::warn("answer_now device={} problem={}: background tune not queued: {}", device,
+                   problem.Key(), full.message());
+    } else {
+      TuneOptions options = options_.tune;
+      options.budget_seconds = options_.tune_budget_seconds;
+      // Nobody waits for it: it runs to the end and is stored like any other tune.
+      inflight_[key] = EnqueueLocked(device, problem, std::move(options), /*forced=*/false);
+    }
+  }
+  return answer;
 }
 
 std::shared_ptr<TransposeService::Waiter> TransposeService::StartTune(

@@ -54,6 +54,9 @@ struct ConfigRequest {
   // NOT_FOUND "device_class: ..." when there is none.
   std::string device_class;
   bool cache_only = false;
+  // ANSWER_NOW: a miss answers at once with the nearest stored problem's winner or the heuristic
+  // default (never waits for a tune) and queues the tune in the background.
+  bool answer_now = false;
 };
 
 // The longest budget a Tune request may ask for (a tune holds its device for that long).
@@ -76,6 +79,9 @@ struct ConfigAnswer {
   AnswerSource source = AnswerSource::kCache;
   int device_index = 0;
   DeviceInfo measured_on;
+  // kNearest: the stored problem whose winner this is. For kNearest and kHeuristic, `result`
+  // holds the problem, device and chosen candidate only (nothing was measured for this problem).
+  std::optional<Problem> nearest_problem = std::nullopt;
 };
 
 // What MergeEntries did with each result.
@@ -171,7 +177,8 @@ class TransposeService {
   TransposeService(const TransposeService&) = delete;
   TransposeService& operator=(const TransposeService&) = delete;
 
-  // The best configuration for the problem: from the store, or tuned (single flight) on a miss.
+  // The best configuration for the problem: from the store, or tuned (single flight) on a miss;
+  // with answer_now a miss answers at once (kNearest / kHeuristic) and tunes in the background.
   // `done` gets NOT_FOUND on a miss with cache_only; INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming
   // the bad `problem.<field>`; NOT_FOUND for an unknown device; CANCELLED when the service shuts
   // down; whatever the tune returned otherwise. Returns the request's Waiter while it waits for a
@@ -236,6 +243,8 @@ class TransposeService {
   TransposeService(std::vector<std::unique_ptr<Backend>> backends, Store* store,
                    ServiceOptions options);
 
+  // GetConfig's ANSWER_NOW miss: queues the tune (unless one is in flight), answers at once.
+  StatusOr<ConfigAnswer> AnswerNow(int device, const Problem& problem) EXCLUDES(mu_);
   // Validation common to GetConfig and Tune: device, problem, candidates.
   Status CheckProblem(const Problem& problem, int device) const;
   // RESOURCE_EXHAUSTED with a retry hint when the device's queue is full.

@@ -1,6 +1,8 @@
 """The Python client against the real daemon (run under testing/with_daemon, which sets
 TRANSPOSED_SERVER), and the C ABI's host-side checks through ctypes. No GPU needed."""
 import os
+import statistics
+import time
 import unittest
 
 import transposed
@@ -66,6 +68,56 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(transposed.Error) as e:
             self.c.delete()  # an empty filter needs all=True
         self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+
+    def test_answer_now_never_waits_and_the_tune_lands_in_the_cache(self):
+        self.c.devices()  # the channel is connected before anything is timed
+        shapes = [(300, 500), (301, 499), (640, 480), (123, 457), (1000, 30)]
+        times, answers = [], []
+        for rows, cols in shapes:
+            t = time.perf_counter()
+            a = self.c.get_config(rows, cols, "i16", policy="answer_now")
+            times.append((time.perf_counter() - t) * 1e3)
+            answers.append(a)
+            self.assertIn(a.source, (pb.SOURCE_NEAREST, pb.SOURCE_HEURISTIC))
+            self.assertTrue(a.variant.name)
+            self.assertEqual((a.problem.rows, a.problem.cols), (rows, cols))
+        # The first has no neighbour of its element size; later ones may answer from one whose
+        # tune has finished meanwhile (then nearest_problem names it).
+        self.assertEqual(answers[0].source, pb.SOURCE_HEURISTIC)
+        for a in answers:
+            if a.source == pb.SOURCE_NEAREST:
+                self.assertEqual(a.nearest_problem.dtype, "i16")
+        # The daemon's own time to answer (its request log, latency_ms), and the round trip of
+        # this Python client, which on a loaded CPU-backend test machine also waits for CPU time
+        # against the background tunes themselves.
+        served = []
+        log = os.path.join(os.environ.get("TRANSPOSED_TEST_DIR", ""), "daemon.log")
+        if os.path.exists(log):
+            for line in open(log):
+                if "rpc=GetConfig" in line and "i16" in line and (
+                        "source=heuristic" in line or "source=nearest" in line):
+                    served.append(float(line.split("latency_ms=")[1].split()[0]))
+        print(f"ANSWER_NOW miss: daemon {served} ms; round trip (Python gRPC client) median "
+              f"{statistics.median(times):.2f} ms, max {max(times):.2f} ms")
+        # Generous bounds: they only catch an answer that waited for a tune (seconds each on
+        # the CPU backend); the < 10 ms claim is checked on CPU time in answer_now_test.
+        if os.environ.get("TRANSPOSED_TEST_DIR"):
+            self.assertEqual(len(served), len(shapes), "the daemon log has no latency_ms lines")
+            self.assertLess(statistics.median(served), 250.0)
+        self.assertLess(statistics.median(times), 2000.0)
+        # Every background tune lands in the cache; then the answer is SOURCE_CACHE.
+        deadline = time.monotonic() + 240
+        for rows, cols in shapes:
+            while True:
+                try:
+                    a = self.c.get_config(rows, cols, "i16", policy="cache_only")
+                    break
+                except transposed.Error as e:
+                    self.assertEqual(e.code, "NOT_FOUND")
+                    self.assertLess(time.monotonic(), deadline, "the background tune never landed")
+                    time.sleep(0.05)
+            self.assertEqual(self.c.get_config(rows, cols, "i16", policy="answer_now").source,
+                             pb.SOURCE_CACHE)
 
     def test_unreachable_daemon_is_unavailable(self):
         with transposed.Client("127.0.0.1:1", timeout=5) as c:

@@ -1,0 +1,282 @@
+// ANSWER_NOW: the choice functions (server/answer_now.h) on the real candidate lists of the CUDA
+// family and the CPU backend, and the service's policy: a miss answers while its tune is held
+// (a FakeBackend whose checks block: deterministic, whatever the load), the answering thread
+// spends under 10 ms of CPU time on it (CPU time, not wall time, so that a loaded 2-core CI
+// machine cannot make it flaky; the wall time is printed), and with the real CPU backend the
+// background tune lands in the cache.
+#include "server/answer_now.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+#include <chrono>
+#include <thread>
+
+#include <time.h>
+
+#include "server/service.h"
+#include "server/store.h"
+#include "transposed/kernels/config.h"
+#include "tuner/cpu_backend.h"
+#include "tuner/fake_backend.h"
+
+namespace transposed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// CPU time of the calling thread, in milliseconds.
+double ThreadCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+Problem P(int64_t rows, int64_t cols, DType dtype = DType::kF32, int64_t batch = 1) {
+  Problem p;
+  p.rows = rows, p.cols = cols, p.dtype = dtype, p.batch = batch;
+  return p;
+}
+
+std::vector<Candidate> CudaCandidates(const Problem& p) {
+  std::vector<Candidate> out;
+  for (const auto& c : kernels::EnumerateConfigs(p)) out.push_back({c.Name(), c.Params()});
+  return out;
+}
+
+bool Contains(const std::vector<Candidate>& v, const Candidate& c) {
+  return std::any_of(v.begin(), v.end(), [&](const Candidate& x) { return x.name == c.name; });
+}
+
+TEST(AnswerNow, ShapeClassAndDistance) {
+  EXPECT_EQ(ShapeClass(P(1 << 20, 8)), "tall-skinny");
+  EXPECT_EQ(ShapeClass(P(8, 1 << 20)), "wide-skinny");
+  EXPECT_EQ(ShapeClass(P(4096, 4096)), "tiled");
+  EXPECT_EQ(ShapeClass(P(8, 8)), "tiled");
+  EXPECT_DOUBLE_EQ(ShapeDistance(P(1024, 1024), P(1024, 1024)), 0);
+  EXPECT_DOUBLE_EQ(ShapeDistance(P(1024, 1024), P(2048, 512)), 2);
+  EXPECT_DOUBLE_EQ(ShapeDistance(P(1024, 1024, DType::kF32), P(1024, 1024, DType::kI32)), 0);
+  EXPECT_TRUE(std::isinf(ShapeDistance(P(1024, 1024, DType::kF32), P(1024, 1024, DType::kF64))));
+  EXPECT_TRUE(std::isinf(ShapeDistance(P(1 << 20, 8), P(4096, 4096))));
+  Problem strided = P(1024, 1024);
+  strided.ld_in = 1100;
+  EXPECT_DOUBLE_EQ(ShapeDistance(P(1024, 1024), strided), 1);
+}
+
+TEST(AnswerNow, HeuristicIsValidForEveryShapeOfTheCudaFamily) {
+  for (DType t : AllDTypes()) {
+    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{
+             {4096, 4096}, {4097, 3001}, {1 << 20, 8}, {8, 1 << 20}, {1, 1}, {3, 5}, {17, 4099}}) {
+      Problem p = P(r, c, t);
+      auto valid = CudaCandidates(p);
+      ASSERT_FALSE(valid.empty()) << p.ToString();
+      Candidate h = HeuristicCandidate(p, valid);
+      EXPECT_TRUE(Contains(valid, h)) << p.ToString() << " -> " << h.name;
+      auto config = kernels::TransposeConfig::FromName(h.name);
+      ASSERT_TRUE(config.ok()) << h.name;
+      EXPECT_TRUE(kernels::CheckConfig(*config, p).ok()) << p.ToString() << " -> " << h.name;
+    }
+  }
+  // The documented defaults.
+  EXPECT_EQ(HeuristicCandidate(P(4096, 4096), CudaCandidates(P(4096, 4096))).params.at("vec_bytes"),
+            16);
+  const Candidate tall = HeuristicCandidate(P(1 << 20, 8), CudaCandidates(P(1 << 20, 8)));
+  EXPECT_EQ(tall.params.at("algorithm"), 2) << tall.name;
+}
+
+TEST(AnswerNow, HeuristicOnTheCpuBackend) {
+  CpuBackendOptions o;
+  o.max_threads = 4;
+  o.enable_test_faults = true;
+  CpuBackend cpu(o);
+  for (Problem p : {P(4096, 4096), P(64, 48, DType::kU8), P(1 << 16, 8, DType::kF64)}) {
+    auto valid = cpu.Candidates(p);
+    Candidate h = HeuristicCandidate(p, valid);
+    EXPECT_TRUE(Contains(valid, h)) << h.name;
+    EXPECT_EQ(h.params.count("test_fault"), 0u) << h.name;
+    // A SIMD candidate of the widest ISA offered, with the most threads offered.
+    ASSERT_EQ(h.params.count("isa"), 1u) << h.name;
+    int64_t widest = 0, most_threads = 0;
+    for (const Candidate& c : valid) {
+      if (c.params.count("isa") == 0) continue;
+      widest = std::max(widest, c.params.at("isa"));
+      most_threads = std::max(most_threads, c.params.at("threads"));
+    }
+    EXPECT_EQ(h.params.at("isa"), widest) << h.name;
+    EXPECT_EQ(h.params.at("threads"), most_threads) << h.name;
+  }
+  // Without SIMD candidates: the 32-element tile.
+  std::vector<Candidate> scalar;
+  for (const Candidate& c : cpu.Candidates(P(4096, 4096)))
+    if (c.params.count("isa") == 0) scalar.push_back(c);
+  EXPECT_EQ(HeuristicCandidate(P(4096, 4096), scalar).params.at("tile"), 32);
+}
+
+TEST(AnswerNow, NearestTakesTheSameElementSizeAndAValidWinner) {
+  auto result = [](Problem p, std::string variant) {
+    TuneResult r;
+    r.problem = p;
+    r.best.name = std::move(variant);
+    return r;
+  };
+  const Problem want = P(3000, 3000, DType::kI32);
+  auto valid = CudaCandidates(want);
+  std::vector<TuneResult> stored = {
+      result(P(3000, 3000, DType::kF64), "tile32x32.rows8.pad1"),      // other element size
+      result(P(1 << 20, 8, DType::kF32), "skinny.l512.rows8"),         // other shape class
+      result(P(1024, 1024, DType::kF32), "tile32x32.rows8.pad1"),      // far
+      result(P(4096, 2048, DType::kF32), "tile64x64.rows8.vec16.swz"),  // nearest
+      result(P(3001, 3000, DType::kF32), "no.such.variant"),           // nearer, but not valid
+  };
+  auto n = NearestEntry(want, stored, valid);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(*n, 3u);
+  EXPECT_FALSE(NearestEntry(P(10, 10, DType::kC128), stored, CudaCandidates(P(10, 10, DType::kC128)))
+                   .has_value());
+}
+
+class AnswerNowServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = Store::Open(":memory:");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    std::vector<std::unique_ptr<Backend>> backends;
+    CpuBackendOptions cpu;
+    cpu.max_threads = 2;
+    backends.push_back(std::make_unique<CpuBackend>(cpu));
+    valid_of_ = [b = backends.back().get()](const Problem& p) { return b->Candidates(p); };
+    ServiceOptions o;
+    o.tune_budget_seconds = 10;
+    auto s = TransposeService::Create(std::move(backends), store_.get(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    service_ = std::move(s).value();
+  }
+  void TearDown() override {
+    service_.reset();
+    store_.reset();
+  }
+
+  StatusOr<ConfigAnswer> Get(const Problem& p, bool answer_now, bool cache_only = false) {
+    ConfigRequest r;
+    r.problem = p;
+    r.answer_now = answer_now;
+    r.cache_only = cache_only;
+    return service_->GetConfig(r);
+  }
+
+  // Waits (up to 180 s: CI has 2 loaded cores) until the problem is cached.
+  bool WaitCached(const Problem& p) {
+    const auto end = Clock::now() + std::chrono::seconds(180);
+    while (Clock::now() < end) {
+      if (Get(p, false, true).ok()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<TransposeService> service_;
+  std::function<std::vector<Candidate>(const Problem&)> valid_of_;
+};
+
+TEST_F(AnswerNowServiceTest, MissAnswersAtOnceThenTheBackgroundTuneLandsInTheCache) {
+  const Problem p = P(700, 900);
+  const auto start = Clock::now();
+  const double cpu0 = ThreadCpuMs();
+  auto first = Get(p, /*answer_now=*/true);
+  const double cpu_ms = ThreadCpuMs() - cpu0;
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::printf("ANSWER_NOW miss (CPU backend, in process): %.3f ms wall, %.3f ms CPU\n", ms, cpu_ms);
+  EXPECT_LT(cpu_ms, 10.0) << "an ANSWER_NOW miss must not work on the tune";
+  EXPECT_LT(ms, 5000.0) << "an ANSWER_NOW miss must not wait for the tune";
+  EXPECT_EQ(first->source, AnswerSource::kHeuristic);  // nothing stored on this device yet
+  EXPECT_TRUE(Contains(valid_of_(p), first->result.best)) << first->result.best.name;
+  EXPECT_EQ(first->result.problem, p);
+
+  ASSERT_TRUE(WaitCached(p)) << "the background tune never reached the cache";
+  auto later = Get(p, true);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(later->source, AnswerSource::kCache);
+  EXPECT_GT(later->result.gbps(), 0);
+  EXPECT_EQ(service_->counters().tunes_completed, 1);
+
+  // A problem of the same element size and shape class now answers from its nearest neighbour.
+  const Problem q = P(720, 880, DType::kI32);
+  auto near = Get(q, true);
+  ASSERT_TRUE(near.ok());
+  EXPECT_EQ(near->source, AnswerSource::kNearest);
+  ASSERT_TRUE(near->nearest_problem.has_value());
+  EXPECT_EQ(*near->nearest_problem, p);
+  EXPECT_EQ(near->result.best.name, later->result.best.name);
+  // Another element size has no neighbour: the heuristic.
+  auto other = Get(P(720, 880, DType::kF64), true);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->source, AnswerSource::kHeuristic);
+  ASSERT_TRUE(WaitCached(q));
+  ASSERT_TRUE(WaitCached(P(720, 880, DType::kF64)));
+}
+
+// The answer cannot wait for the tune: the tune's checks are held until after the answer.
+TEST(AnswerNowHeld, AMissAnswersWhileItsTuneCannotFinish) {
+  auto store = Store::Open(":memory:");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto fake = std::make_unique<FakeBackend>(
+      std::vector<FakeCandidate>{{"first", {2e-3}}, {"second", {1e-3}}});
+  FakeBackend* backend = fake.get();
+  backend->HoldChecks(true);
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(std::move(fake));
+  ServiceOptions o;
+  o.tune_budget_seconds = 10;
+  auto service = TransposeService::Create(std::move(backends), store->get(), o);
+  ASSERT_TRUE(service.ok()) << service.status().ToString();
+  ConfigRequest r;
+  r.problem = P(512, 256);
+  r.answer_now = true;
+  for (int i = 0; i < 3; ++i) {  // repeated misses: still at once, still one tune
+    auto a = (*service)->GetConfig(r);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ(a->source, AnswerSource::kHeuristic);
+    EXPECT_EQ(a->result.best.name, "first");  // a fake backend's default: its first candidate
+  }
+  EXPECT_EQ((*service)->counters().tunes_completed, 0);
+  backend->HoldChecks(false);
+  ConfigRequest cached = r;
+  cached.answer_now = false;
+  cached.cache_only = true;
+  const auto end = Clock::now() + std::chrono::seconds(120);
+  StatusOr<ConfigAnswer> hit = Status::NotFound("not yet");
+  while (Clock::now() < end) {
+    hit = (*service)->GetConfig(cached);
+    if (hit.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(hit.ok()) << "the background tune never reached the cache: " << hit.status().ToString();
+  EXPECT_EQ(hit->result.best.name, "second");
+  EXPECT_EQ((*service)->counters().tunes_started, 1);
+  auto again = (*service)->GetConfig(r);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source, AnswerSource::kCache);
+  service->reset();
+}
+
+TEST_F(AnswerNowServiceTest, RepeatedMissesQueueOneTuneAndAWaitingRequestJoinsIt) {
+  const Problem p = P(1024, 768);
+  for (int i = 0; i < 5; ++i) {
+    auto a = Get(p, true);
+    ASSERT_TRUE(a.ok());
+    EXPECT_NE(a->source, AnswerSource::kTuned);
+  }
+  auto joined = Get(p, false);  // TUNE_IF_MISSING joins the background tune (or hits its result)
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_TRUE(joined->source == AnswerSource::kTuned || joined->source == AnswerSource::kCache);
+  ASSERT_TRUE(WaitCached(p));
+  EXPECT_EQ(service_->counters().tunes_started, 1);
+}
+
+}  // namespace
+}  // namespace transposed
