@@ -2,81 +2,113 @@
 
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 #include "tuner/cpu_backend.h"
-#if TRANSPOSED_WITH_CUDA_BACKEND
 #include "tuner/cuda/cuda_backend.h"
-#endif
 
 namespace transposed {
 
-bool CudaBackendCompiledIn() {
-#if TRANSPOSED_WITH_CUDA_BACKEND
-  return true;
-#else
-  return false;
-#endif
+Status BackendRegistry::Register(BackendKind kind) {
+  if (kind.name.empty() || kind.name == "auto" || Find(kind.name) != nullptr)
+    return Status::InvalidArgument("backend name '" + kind.name + "' is empty, reserved or taken");
+  if (!kind.probe || !kind.make)
+    return Status::InvalidArgument("backend '" + kind.name + "' needs a probe and a factory");
+  kinds_.push_back(std::move(kind));
+  return Status::OK();
+}
+
+const BackendKind* BackendRegistry::Find(const std::string& name) const {
+  for (const BackendKind& k : kinds_) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> BackendRegistry::Names() const {
+  std::vector<std::string> names;
+  for (const BackendKind& k : kinds_) names.push_back(k.name);
+  return names;
+}
+
+StatusOr<std::vector<std::unique_ptr<Backend>>> BackendRegistry::Make(
+    const std::string& name, const BackendOptions& options) const {
+  if (options.cpu_threads < 0)
+    return Status::InvalidArgument("--cpu-threads: must be >= 0 (0: all), got " +
+                                   std::to_string(options.cpu_threads));
+  if (name == "auto") {
+    for (const BackendKind& k : kinds_) {
+      Status available = k.probe(options);
+      if (!available.ok()) {
+        spdlog::info("backend auto: not {}: {}", k.name, available.message());
+        continue;
+      }
+      auto made = k.make(options);
+      if (made.ok() && !made->empty()) {
+        spdlog::info("backend={} (auto: {}; {} device(s))", k.name, k.description, made->size());
+        return made;
+      }
+      spdlog::info("backend auto: not {}: {}", k.name,
+                   made.ok() ? std::string("no device") : made.status().ToString());
+    }
+    return Status::FailedPrecondition("--backend=auto: no backend is available");
+  }
+  const BackendKind* k = Find(name);
+  if (k == nullptr) {
+    std::string choices = "auto";
+    for (const std::string& n : Names()) choices += ", " + n;
+    return Status::InvalidArgument("--backend: unknown backend '" + name + "' (expected " +
+                                   choices + ")");
+  }
+  Status available = k->probe(options);
+  if (!available.ok()) return Status::FailedPrecondition("--backend=" + name + ": " + available.message());
+  auto made = k->make(options);
+  if (!made.ok()) return Status::FailedPrecondition("--backend=" + name + ": " + made.status().message());
+  if (made->empty()) return Status::FailedPrecondition("--backend=" + name + ": no device");
+  spdlog::info("backend={} (requested with --backend={}; {} device(s))", name, name, made->size());
+  return made;
 }
 
 namespace {
 
-std::vector<std::unique_ptr<Backend>> MakeCpu(const BackendOptions& options) {
-  CpuBackendOptions cpu;
-  cpu.max_threads = options.cpu_threads;
-  cpu.instance_id = options.cpu_instance_id;
-  std::vector<std::unique_ptr<Backend>> out;
-  out.push_back(std::make_unique<CpuBackend>(cpu));
-  return out;
+CudaBackendOptions CudaOptions(const BackendOptions& o) {
+  CudaBackendOptions cuda;
+  cuda.worker_path = o.worker_path;
+  return cuda;
 }
 
-#if TRANSPOSED_WITH_CUDA_BACKEND
-StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCuda(const BackendOptions& options) {
-  CudaBackendOptions cuda;
-  cuda.worker_path = options.worker_path;
-  return MakeCudaBackends(cuda);
+BackendRegistry MakeDaemonBackends() {
+  BackendRegistry r;
+  Status s = r.Register(
+      {"cuda", "NVIDIA GPUs, one transposed-worker process per GPU",
+       [](const BackendOptions& o) -> Status {
+         auto n = CountCudaDevices(CudaOptions(o));
+         if (!n.ok()) return n.status();
+         if (*n == 0) return Status::FailedPrecondition("no GPU is visible");
+         return Status::OK();
+       },
+       [](const BackendOptions& o) { return MakeCudaBackends(CudaOptions(o)); }});
+  if (s.ok()) {
+    s = r.Register({"cpu", "the host CPU, in process",
+                    [](const BackendOptions&) { return Status::OK(); },
+                    [](const BackendOptions& o) -> StatusOr<std::vector<std::unique_ptr<Backend>>> {
+                      CpuBackendOptions cpu;
+                      cpu.max_threads = o.cpu_threads;
+                      cpu.instance_id = o.cpu_instance_id;
+                      std::vector<std::unique_ptr<Backend>> out;
+                      out.push_back(std::make_unique<CpuBackend>(cpu));
+                      return out;
+                    }});
+  }
+  if (!s.ok()) spdlog::critical("backend registry: {}", s.ToString());
+  return r;
 }
-#endif
 
 }  // namespace
 
-StatusOr<std::vector<std::unique_ptr<Backend>>> MakeBackends(const std::string& kind,
-                                                             const BackendOptions& options) {
-  if (options.cpu_threads < 0)
-    return Status::InvalidArgument("--cpu-threads: must be >= 0 (0: all), got " +
-                                   std::to_string(options.cpu_threads));
-  if (kind == "cpu") {
-    spdlog::info("backend=cpu (requested with --backend=cpu)");
-    return MakeCpu(options);
-  }
-  if (kind == "cuda") {
-#if TRANSPOSED_WITH_CUDA_BACKEND
-    auto gpus = MakeCuda(options);
-    if (!gpus.ok()) return Status::FailedPrecondition("--backend=cuda: " + gpus.status().message());
-    if (gpus->empty()) return Status::FailedPrecondition("--backend=cuda: no GPU is visible");
-    spdlog::info("backend=cuda (requested with --backend=cuda; {} GPU(s))", gpus->size());
-    return std::move(gpus).value();
-#else
-    return Status::FailedPrecondition(
-        "--backend=cuda: this build of transposed has no CUDA backend (built without nvcc); "
-        "use --backend=cpu or auto");
-#endif
-  }
-  if (kind == "auto") {
-#if TRANSPOSED_WITH_CUDA_BACKEND
-    auto gpus = MakeCuda(options);
-    if (gpus.ok() && !gpus->empty()) {
-      spdlog::info("backend=cuda (auto: {} GPU(s) visible)", gpus->size());
-      return std::move(gpus).value();
-    }
-    spdlog::info("backend=cpu (auto: CUDA backend compiled in but {})",
-                 gpus.ok() ? std::string("no GPU is visible")
-                           : "it could not start: " + gpus.status().ToString());
-#else
-    spdlog::info("backend=cpu (auto: this build has no CUDA backend)");
-#endif
-    return MakeCpu(options);
-  }
-  return Status::InvalidArgument("--backend: unknown backend '" + kind +
-                                 "' (expected auto, cpu or cuda)");
+const BackendRegistry& DaemonBackends() {
+  static const BackendRegistry* registry = new BackendRegistry(MakeDaemonBackends());
+  return *registry;
 }
 
 }  // namespace transposed

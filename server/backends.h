@@ -1,11 +1,16 @@
-// MakeBackends: picks and builds the daemon's measuring backends from the --backend flag.
+// BackendRegistry: the daemon's measuring backends by name, each a factory plus an availability
+// probe. `--backend NAME` (server/main.cc) builds the one named; `--backend auto` the first
+// available in registration order. The daemon's registry (DaemonBackends) holds "cuda" (one
+// Backend per GPU, each measured by a transposed-worker process: tuner/cuda/cuda_backend.h),
+// then "cpu" (the host, in process: tuner/cpu_backend.h). Test-only engines are not in it; tests
+// run the real "cuda" factory against a test-only worker executable (--worker).
+// Every choice and its reason is logged (spdlog info).
 //
-// "cpu": one CpuBackend (the host). "cuda": one CudaBackend per visible GPU (FAILED_PRECONDITION
-// when this build has no CUDA backend or no GPU is visible). "auto": CUDA when compiled in and at
-// least one GPU is visible, otherwise the CPU. The choice and its reason are logged (spdlog info).
-// Call from one thread (startup); the returned backends follow tuner/backend.h's rules.
+// Thread-safety: a registry is filled once, then only read (from any thread); Make is called
+// from one thread (startup) and its backends follow tuner/backend.h's rules.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,16 +20,40 @@
 
 namespace transposed {
 
+// What the daemon's flags say about building backends.
 struct BackendOptions {
   int cpu_threads = 0;      // most threads a CPU candidate uses; 0: all hardware threads
-  std::string worker_path;  // the CUDA worker executable; empty: next to this executable
+  std::string worker_path;  // the CUDA worker executable (--worker); empty: the default search
   std::string cpu_instance_id;  // the CPU device's instance id (CpuBackendOptions::instance_id)
 };
 
-// True when this build includes the CUDA backend.
-bool CudaBackendCompiledIn();
+struct BackendKind {
+  std::string name;         // the --backend value
+  std::string description;  // one line, for --help and errors
+  // OK when the backend can run here; otherwise why not (e.g. no worker, no GPU).
+  std::function<Status(const BackendOptions&)> probe;
+  // One Backend per device; an error, or an empty vector, when none can be made.
+  std::function<StatusOr<std::vector<std::unique_ptr<Backend>>>(const BackendOptions&)> make;
+};
 
-StatusOr<std::vector<std::unique_ptr<Backend>>> MakeBackends(const std::string& kind,
-                                                             const BackendOptions& options);
+class BackendRegistry {
+ public:
+  // Adds a kind; its name must be new and not "auto" (INVALID_ARGUMENT otherwise).
+  Status Register(BackendKind kind);
+  const BackendKind* Find(const std::string& name) const;
+  // The registered names in order ("auto" is not one of them).
+  std::vector<std::string> Names() const;
+  // "auto": the first kind whose probe passes and whose factory makes at least one backend.
+  // A name: that kind, FAILED_PRECONDITION ("--backend=NAME: why") when its probe fails or it
+  // makes none. INVALID_ARGUMENT naming the choices for an unknown name or bad options.
+  StatusOr<std::vector<std::unique_ptr<Backend>>> Make(const std::string& name,
+                                                       const BackendOptions& options) const;
+
+ private:
+  std::vector<BackendKind> kinds_;
+};
+
+// The daemon's registry: "cuda", then "cpu".
+const BackendRegistry& DaemonBackends();
 
 }  // namespace transposed

@@ -718,5 +718,72 @@ TEST(DaemonProcessTest, AcceptsAgainAfterRunningOutOfDescriptors) {
   d.RemoveDir();
 }
 
+// The live children of `parent` (from /proc/*/stat; zombies, not yet reaped, excluded).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = ReadFile(e.path() / "stat");
+    // "pid (comm) state ppid ...": comm may hold spaces, so parse after the last ')'.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == parent && state != 'Z') out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// --backend cuda runs whatever worker --worker names: with the test-only transposed-fake-worker
+// (FakeEngine served by the real worker loop) the daemon tunes through a worker process without a
+// GPU. A worker killed from outside is restarted by the next request, which still answers, and
+// transposed_worker_restarts_total counts it.
+TEST(DaemonProcessTest, KilledWorkerIsRestartedAndCounted) {
+  testing::DaemonOptions o;
+  o.binary = TRANSPOSED_BINARY;
+  o.backend = "cuda";
+  o.extra_args = {"--worker", TRANSPOSED_FAKE_WORKER, "--metrics-listen", "127.0.0.1:0"};
+  testing::DaemonProcess d(o);
+  const Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  std::smatch m;
+  const std::string startup_log = ReadFile(d.log());
+  ASSERT_TRUE(std::regex_search(startup_log, m, std::regex(R"(metrics on \S+ \(port (\d+)\))")))
+      << startup_log;
+  const int metrics_port = std::stoi(m[1]);
+  EXPECT_NE(startup_log.find("name='Fake GPU'"), std::string::npos) << startup_log;
+
+  auto stub = DaemonTest::Connect(d.port());
+  v1::Answer first, second;
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &first).ok());
+  EXPECT_EQ(first.source(), v1::SOURCE_TUNED);
+  const std::vector<pid_t> workers = ChildrenOf(d.pid());
+  ASSERT_EQ(workers.size(), 1u);
+  ASSERT_EQ(kill(workers[0], SIGKILL), 0);
+  // Dead (a zombie until the daemon reaps it): wait for that, generously.
+  for (int i = 0; i < 3000 && !ChildrenOf(d.pid()).empty(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(ChildrenOf(d.pid()).empty());
+
+  // The next tune finds the worker dead, restarts it and answers.
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 80), &second).ok());
+  EXPECT_EQ(second.source(), v1::SOURCE_TUNED);
+  const std::vector<pid_t> now = ChildrenOf(d.pid());
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], workers[0]);
+
+  std::string error;
+  const std::string text = HttpGet(metrics_port, "/metrics", &error);
+  ASSERT_FALSE(text.empty()) << error;
+  const auto samples = ParseMetrics(text);
+  auto it = samples.find(R"(transposed_worker_restarts_total{device="0"})");
+  ASSERT_NE(it, samples.end()) << text;
+  EXPECT_EQ(it->second, 1) << text;
+  EXPECT_NE(ReadFile(d.log()).find("worker restarted"), std::string::npos);
+  EXPECT_TRUE(d.Stop().ok());
+  d.RemoveDir();
+}
+
 }  // namespace
 }  // namespace transposed

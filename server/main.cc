@@ -188,9 +188,20 @@ int main(int argc, char** argv) {
   app.add_option("--listen", flags.listen, "HOST:PORT to serve gRPC on (port 0: any free port)")
       ->capture_default_str();
   app.add_option("--db", flags.db, "SQLite database file of tuning results")->capture_default_str();
-  app.add_option("--backend", flags.backend, "measuring backend")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  {
+    std::vector<std::string> kinds = {"auto"};
+    std::string help = "measuring backend: auto (the first available of";
+    for (const std::string& name : transposed::DaemonBackends().Names()) {
+      kinds.push_back(name);
+      help += " " + name;
+    }
+    help += ")";
+    for (const std::string& name : transposed::DaemonBackends().Names())
+      help += "; " + name + ": " + transposed::DaemonBackends().Find(name)->description;
+    app.add_option("--backend", flags.backend, help)
+        ->check(CLI::IsMember(kinds))
+        ->capture_default_str();
+  }
   app.add_option("--tune-budget", flags.tune_budget, "wall-time budget of one tune, seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -199,7 +210,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--worker", flags.worker,
-                 "the CUDA worker executable (default: transposed-worker next to this one)");
+                 "the CUDA worker executable (default: $TRANSPOSED_WORKER, else transposed-worker next "
+                 "to this one, else on $PATH)");
   app.add_option("--log-level", flags.log_level, "log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -296,7 +308,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto backends = transposed::MakeBackends(flags.backend, backend_options);
+  auto backends = transposed::DaemonBackends().Make(flags.backend, backend_options);
   if (!backends.ok()) {
     spdlog::error("cannot set up the backend: {}", backends.status().ToString());
     return 1;

@@ -49,6 +49,7 @@ class DaemonProcess {
 
   const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }  // -1 when not running
   const std::filesystem::path& dir() const { return dir_; }
   std::filesystem::path db() const { return dir_ / "cache.db"; }
   std::filesystem::path log() const { return dir_ / "daemon.log"; }

@@ -59,15 +59,28 @@ StatusOr<std::string> FindCudaWorker(const CudaBackendOptions& options) {
       "$PATH)");
 }
 
-StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCudaBackends(
-    const CudaBackendOptions& options) {
-  TR_ASSIGN_OR_RETURN(std::string path, FindCudaWorker(options));
+namespace {
+
+worker::WorkerBackendOptions WorkerOptions(const std::string& path) {
   worker::WorkerBackendOptions o;
   o.path = path;
   o.request_timeout_s = kRequestTimeoutSeconds;
   o.list_timeout_s = kListTimeoutSeconds;
   o.on_stderr = worker::LogStderrAs("transposed-worker");
-  return worker::MakeWorkerBackends(o);
+  return o;
+}
+
+}  // namespace
+
+StatusOr<int> CountCudaDevices(const CudaBackendOptions& options) {
+  TR_ASSIGN_OR_RETURN(std::string path, FindCudaWorker(options));
+  return worker::CountWorkerDevices(WorkerOptions(path));
+}
+
+StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCudaBackends(
+    const CudaBackendOptions& options) {
+  TR_ASSIGN_OR_RETURN(std::string path, FindCudaWorker(options));
+  return worker::MakeWorkerBackends(WorkerOptions(path));
 }
 
 }  // namespace transposed

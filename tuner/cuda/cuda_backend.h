@@ -28,6 +28,10 @@ struct CudaBackendOptions {
 // The worker executable MakeCudaBackends would run (NOT_FOUND naming the places looked at).
 StatusOr<std::string> FindCudaWorker(const CudaBackendOptions& options);
 
+// GPUs the worker lists (`transposed-worker --list`; 0 without a driver or a GPU). NOT_FOUND
+// without a worker, UNAVAILABLE when it cannot run.
+StatusOr<int> CountCudaDevices(const CudaBackendOptions& options);
+
 // One Backend per visible GPU, in CUDA device order; an empty vector when no GPU is visible
 // (or the worker reports none). An error only when the worker cannot be started at all.
 StatusOr<std::vector<std::unique_ptr<Backend>>> MakeCudaBackends(const CudaBackendOptions& options);

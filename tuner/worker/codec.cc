@@ -118,7 +118,8 @@ Status ErrorStatus(const pb::Error& e) {
        {StatusCode::kCancelled, StatusCode::kUnknown, StatusCode::kInvalidArgument,
         StatusCode::kDeadlineExceeded, StatusCode::kNotFound, StatusCode::kAlreadyExists,
         StatusCode::kResourceExhausted, StatusCode::kFailedPrecondition, StatusCode::kAborted,
-        StatusCode::kUnimplemented, StatusCode::kInternal, StatusCode::kUnavailable}) {
+        StatusCode::kUnimplemented, StatusCode::kInternal, StatusCode::kUnavailable,
+        StatusCode::kPermissionDenied, StatusCode::kUnauthenticated}) {
     if (static_cast<int>(c) == e.code()) code = c;
   }
   return Status(code, e.message());

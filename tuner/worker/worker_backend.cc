@@ -228,17 +228,25 @@ class WorkerBackend : public Backend {
 
 }  // namespace
 
-StatusOr<std::vector<std::unique_ptr<Backend>>> MakeWorkerBackends(
-    const WorkerBackendOptions& options) {
+StatusOr<int> CountWorkerDevices(const WorkerBackendOptions& options) {
   std::vector<std::string> list_args = options.args;
   list_args.push_back("--list");
   TR_ASSIGN_OR_RETURN(std::string listed,
                       RunAndCapture(options.path, list_args, options.list_timeout_s,
-                                    options.on_stderr ? options.on_stderr : LogStderrAs(options.path)));
-  std::vector<std::unique_ptr<Backend>> backends;
+                                    options.on_stderr ? options.on_stderr
+                                                      : LogStderrAs(options.path)));
   char* end = nullptr;
   const long count = std::strtol(listed.c_str(), &end, 10);
-  if (end == listed.c_str() || count <= 0) {
+  if (end == listed.c_str() || count <= 0) return 0;
+  if (count > 4096) return Status::Unavailable(options.path + " --list: " + std::to_string(count) + " devices");
+  return static_cast<int>(count);
+}
+
+StatusOr<std::vector<std::unique_ptr<Backend>>> MakeWorkerBackends(
+    const WorkerBackendOptions& options) {
+  TR_ASSIGN_OR_RETURN(const int count, CountWorkerDevices(options));
+  std::vector<std::unique_ptr<Backend>> backends;
+  if (count == 0) {
     spdlog::info("worker {} reports no device", options.path);
     return backends;
   }

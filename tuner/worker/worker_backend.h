@@ -32,6 +32,9 @@ struct WorkerBackendOptions {
   StderrFn on_stderr;             // empty: the daemon's log (LogStderrAs(path))
 };
 
+// The number of devices `path --list` reports (0 when it prints none).
+StatusOr<int> CountWorkerDevices(const WorkerBackendOptions& options);
+
 // One Backend per device that `path --list` reports, in order; an empty vector when it reports
 // none. An error when the worker cannot be run or a device cannot be described.
 StatusOr<std::vector<std::unique_ptr<Backend>>> MakeWorkerBackends(
