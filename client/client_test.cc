@@ -135,8 +135,9 @@ v1::Answer SampleAnswer() {
   a.mutable_device()->set_backend("cuda");
   a.mutable_device()->set_fingerprint("fp0123");
   a.mutable_measurement()->set_valid(true);
-  a.mutable_measurement()->set_method(R"({"timer":"cuda_event"})");
-  a.mutable_ceiling()->set_method("not json");
+  a.mutable_measurement()->mutable_method()->set_timer("cuda_event");
+  a.mutable_measurement()->mutable_method()->set_working_set_bytes(int64_t{1} << 33);
+  (*a.mutable_ceiling()->mutable_method()->mutable_alternatives_median_s())["memcpy_d2d"] = 0.5;
   return a;
 }
 
@@ -163,9 +164,11 @@ TEST(Format, AnswerToJsonHasTheDocumentedFields) {
   EXPECT_EQ(j["candidates_tried"], 40);
   EXPECT_EQ(j["candidates_valid"], 38);
   EXPECT_DOUBLE_EQ(j["tune_seconds"].get<double>(), 1.25);
-  // A JSON method is embedded as an object, anything else as a string.
+  // The method is an object (protobuf's JSON mapping: int64 as a string, unset fields left out).
   EXPECT_EQ(j["measurement"]["method"]["timer"], "cuda_event");
-  EXPECT_EQ(j["ceiling"]["method"], "not json");
+  EXPECT_EQ(j["measurement"]["method"]["working_set_bytes"], "8589934592");
+  EXPECT_FALSE(j["measurement"]["method"].contains("threads"));
+  EXPECT_EQ(j["ceiling"]["method"]["alternatives_median_s"]["memcpy_d2d"], 0.5);
   // Round-trips through text as one object.
   auto parsed = nlohmann::json::parse(j.dump());
   EXPECT_TRUE(parsed.is_object());

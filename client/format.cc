@@ -1,5 +1,7 @@
 #include "client/format.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
@@ -146,11 +148,13 @@ Json MeasurementToJson(const v1::Measurement& m) {
   j["rel_spread"] = m.rel_spread();
   j["samples"] = m.samples();
   j["warmup"] = m.warmup();
-  if (!m.method().empty()) {
-    // The method is a JSON document itself; embed it as such when it parses.
-    Json method = Json::parse(m.method(), nullptr, /*allow_exceptions=*/false);
-    if (method.is_discarded()) method = m.method();
-    j["method"] = method;
+  if (m.has_method()) {
+    // protobuf's JSON printer (field names as in the proto, unset fields left out).
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    std::string text;
+    if (google::protobuf::util::MessageToJsonString(m.method(), &text, options).ok())
+      j["method"] = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   }
   return j;
 }

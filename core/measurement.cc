@@ -5,8 +5,19 @@
 
 namespace transposed {
 
+bool MeasureMethod::operator==(const MeasureMethod& o) const {
+  return timer == o.timer && op == o.op && launches_per_sample == o.launches_per_sample &&
+         buffers == o.buffers && working_set_bytes == o.working_set_bytes &&
+         cache_bytes == o.cache_bytes && working_set_capped == o.working_set_capped &&
+         threads == o.threads && sm_clock_khz == o.sm_clock_khz &&
+         memory_clock_khz == o.memory_clock_khz && preempted_retaken == o.preempted_retaken &&
+         preempted_kept == o.preempted_kept && alternatives_median_s == o.alternatives_median_s &&
+         final_rounds == o.final_rounds &&
+         remeasured_after_rel_spread == o.remeasured_after_rel_spread;
+}
+
 Measurement Measurement::FromSamples(std::vector<double> samples_s, int warmup,
-                                     std::string method) {
+                                     MeasureMethod method) {
   Measurement m;
   m.warmup = warmup;
   m.method = std::move(method);

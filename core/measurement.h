@@ -1,11 +1,14 @@
-// Measurement: the timing of one candidate (or of the device's copy ceiling), and MeasureOptions,
-// how long to measure.
+// Measurement: the timing of one candidate (or of the device's copy ceiling), MeasureMethod, how
+// it was taken, and MeasureOptions, how long to measure.
 //
 // Defined once here and mapped once per format: proto/transposed/v1 (server/convert.cc), the
-// SQLite `entries`/`candidates` columns (server/store.cc's column tables) and the worker protocol.
+// SQLite `entries`/`candidates` columns (server/store.cc's column tables; the method as one JSON
+// column), the worker protocol (tuner/worker/codec.cc).
 // Plain value types; thread-compatible.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,30 @@ struct MeasureOptions {
   int max_samples = 10000;   // hard cap
 };
 
+// How a measurement was taken: one record for every backend; a field a backend has no value for
+// stays at its zero value.
+struct MeasureMethod {
+  std::string timer;                // "steady_clock" (CPU), "cuda_event" (CUDA)
+  std::string op;                   // what was timed: "transpose", or the ceiling's copy
+                                    // ("memcpy" on the CPU, "memcpy_d2d" / "copy16_kernel")
+  int launches_per_sample = 0;      // back-to-back runs per timed sample (CUDA; CPU: 1)
+  int buffers = 0;                  // rotating input/output buffer pairs
+  int64_t working_set_bytes = 0;    // bytes the rotation touches
+  int64_t cache_bytes = 0;          // the cache the working set is sized against (L2 / LLC)
+  bool working_set_capped = false;  // memory capped the working set below its target
+  int threads = 0;                  // CPU threads of the run
+  int sm_clock_khz = 0;             // rated clocks of the device (CUDA)
+  int memory_clock_khz = 0;
+  int preempted_retaken = 0;        // runs re-taken because a thread was preempted (CPU)
+  int preempted_kept = 0;           // disturbed runs kept after the re-take limit (CPU)
+  std::map<std::string, double> alternatives_median_s;  // ceiling: every copy tried, its median
+  int final_rounds = 0;             // tuner: interleaved final rounds combined into this one
+  double remeasured_after_rel_spread = 0;  // tuner: re-measured after this spread (0: not)
+
+  bool operator==(const MeasureMethod& o) const;
+  bool operator!=(const MeasureMethod& o) const { return !(*this == o); }
+};
+
 // Times in seconds.
 struct Measurement {
   bool valid = false;
@@ -27,11 +54,11 @@ struct Measurement {
   double max_s = 0;
   int samples = 0;
   int warmup = 0;
-  std::string method;      // JSON object: timer, buffers rotated, working set, clocks...
+  MeasureMethod method;
 
   double rel_spread() const { return median_s > 0 ? (max_s - min_s) / median_s : 0; }
   // Fills median/min/max/samples from raw samples; valid = !samples.empty().
-  static Measurement FromSamples(std::vector<double> samples_s, int warmup, std::string method);
+  static Measurement FromSamples(std::vector<double> samples_s, int warmup, MeasureMethod method);
   static Measurement Invalid(std::string error);
 };
 

@@ -70,26 +70,31 @@ TEST(FingerprintTest, EveryIdentityFieldChangesIt) {
 }
 
 TEST(MeasurementTest, FromSamplesOddCount) {
-  Measurement m = Measurement::FromSamples({3.0, 1.0, 2.0, 9.0, 4.0}, 2, "{\"timer\":\"x\"}");
+  MeasureMethod how;
+  how.timer = "x";
+  how.buffers = 3;
+  Measurement m = Measurement::FromSamples({3.0, 1.0, 2.0, 9.0, 4.0}, 2, how);
   EXPECT_TRUE(m.valid);
   EXPECT_EQ(m.samples, 5);
   EXPECT_EQ(m.warmup, 2);
   EXPECT_DOUBLE_EQ(m.median_s, 3.0);
   EXPECT_DOUBLE_EQ(m.min_s, 1.0);
   EXPECT_DOUBLE_EQ(m.max_s, 9.0);
-  EXPECT_EQ(m.method, "{\"timer\":\"x\"}");
+  EXPECT_EQ(m.method, how);
+  how.buffers = 4;
+  EXPECT_NE(m.method, how);
   EXPECT_DOUBLE_EQ(m.rel_spread(), 8.0 / 3.0);
 }
 
 TEST(MeasurementTest, FromSamplesEvenCountAveragesTheMiddlePair) {
-  Measurement m = Measurement::FromSamples({4.0, 1.0, 2.0, 10.0}, 0, "");
+  Measurement m = Measurement::FromSamples({4.0, 1.0, 2.0, 10.0}, 0, {});
   EXPECT_TRUE(m.valid);
   EXPECT_DOUBLE_EQ(m.median_s, 3.0);
   EXPECT_EQ(m.samples, 4);
 }
 
 TEST(MeasurementTest, NoSamplesIsInvalid) {
-  Measurement m = Measurement::FromSamples({}, 1, "");
+  Measurement m = Measurement::FromSamples({}, 1, {});
   EXPECT_FALSE(m.valid);
   EXPECT_EQ(m.samples, 0);
 }

@@ -44,6 +44,24 @@ pb::Variant VariantToProto(const Candidate& c, const std::string& backend) {
   return out;
 }
 
+void MeasureMethodToProto(const MeasureMethod& in, pb::MeasureMethod* out) {
+  out->set_timer(in.timer);
+  out->set_op(in.op);
+  out->set_launches_per_sample(in.launches_per_sample);
+  out->set_buffers(in.buffers);
+  out->set_working_set_bytes(in.working_set_bytes);
+  out->set_cache_bytes(in.cache_bytes);
+  out->set_working_set_capped(in.working_set_capped);
+  out->set_threads(in.threads);
+  out->set_sm_clock_khz(in.sm_clock_khz);
+  out->set_memory_clock_khz(in.memory_clock_khz);
+  out->set_preempted_retaken(in.preempted_retaken);
+  out->set_preempted_kept(in.preempted_kept);
+  for (const auto& [k, v] : in.alternatives_median_s) (*out->mutable_alternatives_median_s())[k] = v;
+  out->set_final_rounds(in.final_rounds);
+  out->set_remeasured_after_rel_spread(in.remeasured_after_rel_spread);
+}
+
 pb::Measurement MeasurementToProto(const Measurement& m, int64_t problem_bytes) {
   pb::Measurement out;
   out.set_valid(m.valid);
@@ -55,7 +73,7 @@ pb::Measurement MeasurementToProto(const Measurement& m, int64_t problem_bytes) 
   out.set_samples(m.samples);
   out.set_warmup(m.warmup);
   out.set_gbps(EffectiveGBps(problem_bytes, m.median_s));
-  out.set_method(m.method);
+  MeasureMethodToProto(m.method, out.mutable_method());
   return out;
 }
 

@@ -152,8 +152,13 @@ TuneResult TestResult() {
   r.problem.dtype = DType::kF32;  // 8e6 bytes
   r.device = TestDevice();
   r.best = Candidate{"tile32x32.rows8", {{"tile_rows", 32}, {"tile_cols", 32}}};
-  r.best_measurement = Measurement::FromSamples({0.004, 0.005, 0.006}, 2, "{\"timer\":\"t\"}");
-  r.ceiling = Measurement::FromSamples({0.004, 0.004, 0.004}, 2, "{}");
+  MeasureMethod how;
+  how.timer = "t";
+  how.buffers = 9;
+  how.alternatives_median_s = {{"memcpy", 0.25}};
+  how.final_rounds = 3;
+  r.best_measurement = Measurement::FromSamples({0.004, 0.005, 0.006}, 2, how);
+  r.ceiling = Measurement::FromSamples({0.004, 0.004, 0.004}, 2, {});
   r.tried = 12;
   r.valid = 10;
   r.tune_seconds = 3.5;
@@ -175,7 +180,11 @@ TEST(ConvertTest, MeasurementToProtoComputesGbps) {
   // 2 * 8e6 bytes / 5 ms = 3.2 GB/s.
   EXPECT_DOUBLE_EQ(m.gbps(), EffectiveGBps(r.problem.bytes(), 0.005));
   EXPECT_NEAR(m.gbps(), 3.2, 1e-9);
-  EXPECT_EQ(m.method(), "{\"timer\":\"t\"}");
+  EXPECT_EQ(m.method().timer(), "t");
+  EXPECT_EQ(m.method().buffers(), 9);
+  EXPECT_EQ(m.method().alternatives_median_s().at("memcpy"), 0.25);
+  EXPECT_EQ(m.method().final_rounds(), 3);
+  EXPECT_EQ(m.method().threads(), 0);
 
   Measurement bad = Measurement::Invalid("mismatch at 3");
   v1::Measurement b = MeasurementToProto(bad, r.problem.bytes());

@@ -577,8 +577,8 @@ TEST_F(ServiceTest, ShutdownCancelsATuneInFlightPromptly) {
   saved.problem = P(8, 8, DType::kU8);
   saved.device = service_->ListDevices()[0];
   saved.best = Candidate{"c0", {{"index", 0}}};
-  saved.best_measurement = Measurement::FromSamples({1e-3}, 0, "{}");
-  saved.ceiling = Measurement::FromSamples({5e-4}, 0, "{}");
+  saved.best_measurement = Measurement::FromSamples({1e-3}, 0, {});
+  saved.ceiling = Measurement::FromSamples({5e-4}, 0, {});
   saved.tried = saved.valid = 1;
   saved.tuned_at_unix_ms = 1234;
   ASSERT_TRUE(store_->SaveTune(saved).ok());

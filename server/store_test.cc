@@ -103,7 +103,8 @@ DeviceInfo MakeDevice(const std::string& uuid, const std::string& library_versio
   return d;
 }
 
-Measurement MakeMeasurement(double median_s, int samples, const std::string& method) {
+Measurement MakeMeasurement(double median_s, int samples, const std::string& timer,
+                            int buffers = 0) {
   Measurement m;
   m.valid = true;
   m.median_s = median_s;
@@ -111,7 +112,13 @@ Measurement MakeMeasurement(double median_s, int samples, const std::string& met
   m.max_s = median_s * 1.11;
   m.samples = samples;
   m.warmup = 3;
-  m.method = method;
+  m.method.timer = timer;
+  m.method.op = "transpose";
+  m.method.buffers = buffers;
+  m.method.working_set_bytes = int64_t{1} << 33;
+  m.method.alternatives_median_s = {{"memcpy_d2d", median_s * 0.9}};
+  m.method.final_rounds = 3;
+  m.method.remeasured_after_rel_spread = 0.1 + 0.2;
   return m;
 }
 
@@ -122,8 +129,8 @@ TuneResult MakeResult(const DeviceInfo& device, const Problem& problem, const st
   r.device = device;
   r.best.name = variant;
   r.best.params = {{"tile_rows", 32}, {"tile_cols", 64}, {"vec", 4}, {"big", 1LL << 40}};
-  r.best_measurement = MakeMeasurement(1.25e-4, 17, R"({"timer":"cuda_event","rotate":4})");
-  r.ceiling = MakeMeasurement(1.0e-4, 21, R"({"timer":"cuda_event","copy":"memcpy"})");
+  r.best_measurement = MakeMeasurement(1.25e-4, 17, "cuda_event", 4);
+  r.ceiling = MakeMeasurement(1.0e-4, 21, "cuda_event", 5);
   for (int i = 0; i < num_candidates; ++i) {
     CandidateResult c;
     c.candidate.name = variant + ".c" + std::to_string(i);
@@ -133,7 +140,7 @@ TuneResult MakeResult(const DeviceInfo& device, const Problem& problem, const st
       c.measurement.error = "check failed: first mismatch at index " + std::to_string(i * 7);
       c.phase = Phase::kCheck;
     } else {
-      c.measurement = MakeMeasurement(1.25e-4 * (1 + i), 5 + i, R"({"timer":"cuda_event"})");
+      c.measurement = MakeMeasurement(1.25e-4 * (1 + i), 5 + i, "cuda_event");
       c.phase = i == 0 ? Phase::kFinal : Phase::kQuick;
     }
     r.candidates.push_back(c);
@@ -539,6 +546,35 @@ TEST_F(StoreTest, PersistsAcrossReopen) {
   for (const auto& d : *devices) fps.push_back(d.Fingerprint());
   EXPECT_NE(std::find(fps.begin(), fps.end(), dev.Fingerprint()), fps.end());
   EXPECT_NE(std::find(fps.begin(), fps.end(), idle.Fingerprint()), fps.end());
+}
+
+// The method is one JSON column that an admin can read; rows written by older versions (free-form
+// JSON, the measurement's keys nested under "round") are read as well as they map.
+TEST_F(StoreTest, MethodIsAJsonColumnAndOlderRowsStillRead) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  DeviceInfo dev = MakeDevice("GPU-5555");
+  Problem p = MakeProblem(256, 128);
+  TuneResult r = MakeResult(dev, p, "json", 7, 1);
+  ASSERT_TRUE(store->SaveTune(r).ok());
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Text("SELECT json_extract(method, '$.buffers') FROM entries"), "4");
+  EXPECT_EQ(raw.Text("SELECT json_extract(method, '$.timer') FROM entries"), "cuda_event");
+  EXPECT_EQ(raw.Int("SELECT json_type(method, '$.threads') IS NULL FROM entries"), 1);  // zero
+  raw.Exec(R"(UPDATE entries SET method = '{"final_rounds":3,"round":{"timer":"cuda_event",)"
+           R"("kind":"kernel","buffers":13,"l2_bytes":52428800}}')");
+  auto got = store->Lookup(dev.Fingerprint(), p, false);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(got->has_value());
+  const MeasureMethod& m = (**got).best_measurement.method;
+  EXPECT_EQ(m.timer, "cuda_event");
+  EXPECT_EQ(m.buffers, 13);
+  EXPECT_EQ(m.final_rounds, 3);
+  EXPECT_EQ(m.cache_bytes, 0);  // an old key that maps to nothing
+  raw.Exec(R"(UPDATE entries SET method = '{"buffers":"many"}')");
+  got = store->Lookup(dev.Fingerprint(), p, false);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("method"), std::string::npos) << got.status().ToString();
 }
 
 TEST_F(StoreTest, FailedSaveLeavesPreviousStateIntact) {

@@ -700,7 +700,7 @@ class CpuSession : public Session {
   // (one steady_clock interval each) until both min_samples and min_seconds are reached or
   // max_samples is, the buffer pair advancing every run. A run during which the calling thread or
   // a worker was preempted is re-taken, at most min_samples times per call; after that, disturbed
-  // runs are kept (both counts are in the method JSON).
+  // runs are kept (both counts are in the method).
   template <typename RunFn>
   StatusOr<Measurement> TimeLoop(const MeasureOptions& opt, int threads, const char* op,
                                  RunFn run) {
@@ -738,14 +738,17 @@ class CpuSession : public Session {
       samples.push_back(dt);
       total += dt;
     }
-    std::string method = "{\"timer\":\"steady_clock\",\"op\":\"" + std::string(op) +
-                         "\",\"buffers\":" + std::to_string(ins_.size()) +
-                         ",\"working_set_bytes\":" + std::to_string(working_set_bytes_) +
-                         ",\"llc_bytes\":" + std::to_string(llc_bytes_) +
-                         ",\"working_set_capped\":" + (capped_ ? "true" : "false") +
-                         ",\"threads\":" + std::to_string(threads) +
-                         ",\"preempted_retaken\":" + std::to_string(retaken) +
-                         ",\"preempted_kept\":" + std::to_string(kept_disturbed) + "}";
+    MeasureMethod method;
+    method.timer = "steady_clock";
+    method.op = op;
+    method.launches_per_sample = 1;
+    method.buffers = static_cast<int>(ins_.size());
+    method.working_set_bytes = working_set_bytes_;
+    method.cache_bytes = llc_bytes_;
+    method.working_set_capped = capped_;
+    method.threads = threads;
+    method.preempted_retaken = retaken;
+    method.preempted_kept = kept_disturbed;
     return Measurement::FromSamples(std::move(samples), warmup, std::move(method));
   }
 

@@ -142,11 +142,17 @@ class FakeBackend : public Backend {
     return f(*state_);
   }
 
+  static MeasureMethod FakeMethod() {
+    MeasureMethod m;
+    m.timer = "fake";
+    return m;
+  }
+
   // Samples: the scripted median, repeated as many times as the options ask (at least one).
   static Measurement Scripted(double t, const MeasureOptions& opt) {
     const int n = std::max(1, std::min(opt.min_samples, std::max(1, opt.max_samples)));
     return Measurement::FromSamples(std::vector<double>(static_cast<size_t>(n), t),
-                                    std::max(0, opt.warmup), "{\"timer\":\"fake\"}");
+                                    std::max(0, opt.warmup), FakeMethod());
   }
 
   class FakeSession : public Session {

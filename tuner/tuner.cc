@@ -71,8 +71,8 @@ struct RoundAccumulator {
     std::sort(medians.begin(), medians.end());
     const size_t n = medians.size();
     c.median_s = n % 2 == 1 ? medians[n / 2] : 0.5 * (medians[n / 2 - 1] + medians[n / 2]);
-    c.method = "{\"final_rounds\":" + std::to_string(n) + ",\"round\":" +
-               (rounds.back().method.empty() ? std::string("{}") : rounds.back().method) + "}";
+    c.method = rounds.back().method;
+    c.method.final_rounds = static_cast<int>(n);
     return c;
   }
 };
@@ -225,10 +225,7 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
     Measurement winner = again[0].Combine();
     Measurement ceiling = again[1].Combine();
     if (winner.valid && ceiling.valid) {
-      char prefix[96];
-      std::snprintf(prefix, sizeof(prefix), "{\"remeasured_after_rel_spread\":%.4g,\"measurement\":",
-                    before);
-      winner.method = prefix + winner.method + "}";
+      winner.method.remeasured_after_rel_spread = before;
       result.candidates[best].measurement = std::move(winner);
       result.ceiling = std::move(ceiling);
     }

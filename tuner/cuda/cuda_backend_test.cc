@@ -10,7 +10,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tuner/cuda/worker_constants.h"
@@ -19,7 +18,6 @@
 namespace transposed {
 namespace {
 
-using nlohmann::json;
 
 Problem Make(int64_t rows, int64_t cols, DType t, int64_t batch = 1, int64_t ld_in = 0,
              int64_t ld_out = 0) {
@@ -117,10 +115,11 @@ TEST_F(CudaBackendTest, MeasurementsAreSaneAndRotateBeyondL2) {
     ASSERT_TRUE(ceiling->valid);
     EXPECT_GT(ceiling->median_s, 0);
     EXPECT_GE(ceiling->samples, 10);
-    json cm = json::parse(ceiling->method);
-    EXPECT_EQ(cm.value("timer", ""), "cuda_event");
-    EXPECT_TRUE(cm.value("ceiling_kind", "") == "memcpy_d2d" ||
-                cm.value("ceiling_kind", "") == "copy16_kernel");
+    const MeasureMethod& cm = ceiling->method;
+    EXPECT_EQ(cm.timer, "cuda_event");
+    EXPECT_TRUE(cm.op == "memcpy_d2d" || cm.op == "copy16_kernel") << cm.op;
+    EXPECT_EQ(cm.alternatives_median_s.size(), 2u);
+    EXPECT_EQ(cm.alternatives_median_s.at(cm.op), ceiling->median_s);
     double best = 0;
     std::string best_name;
     for (const Candidate& c : gpu().Candidates(p)) {
@@ -132,13 +131,15 @@ TEST_F(CudaBackendTest, MeasurementsAreSaneAndRotateBeyondL2) {
       EXPECT_LE(m->min_s, m->median_s);
       EXPECT_GE(m->max_s, m->median_s);
       EXPECT_GE(m->samples, opt.min_samples);
-      json mj = json::parse(m->method);
-      EXPECT_EQ(mj.value("timer", ""), "cuda_event");
-      EXPECT_GE(mj.value("buffers", 0), 1);
-      const int64_t ws = mj.value("working_set_bytes", int64_t{0});
+      const MeasureMethod& mm = m->method;
+      EXPECT_EQ(mm.timer, "cuda_event");
+      EXPECT_EQ(mm.op, "transpose");
+      EXPECT_GE(mm.buffers, 1);
+      EXPECT_GT(mm.cache_bytes, 0);
+      const int64_t ws = mm.working_set_bytes;
       // Enough buffers to exceed 2x L2, unless one pair alone already does.
-      EXPECT_TRUE(ws > 2 * l2 || mj.value("buffers", 0) == 1) << m->method;
-      EXPECT_GT(ws, l2) << m->method;
+      EXPECT_TRUE(ws > 2 * l2 || mm.buffers == 1) << ws << " bytes in " << mm.buffers;
+      EXPECT_GT(ws, l2) << ws;
       const double g = EffectiveGBps(p.bytes(), m->median_s);
       if (g > best) {
         best = g;
@@ -147,7 +148,7 @@ TEST_F(CudaBackendTest, MeasurementsAreSaneAndRotateBeyondL2) {
     }
     const double ceil_g = EffectiveGBps(p.bytes(), ceiling->median_s);
     std::printf("%s: best %s %.1f GB/s, ceiling %.1f GB/s (%s), ratio %.3f\n", p.ToString().c_str(),
-                best_name.c_str(), best, ceil_g, cm.value("ceiling_kind", "").c_str(),
+                best_name.c_str(), best, ceil_g, cm.op.c_str(),
                 best / ceil_g);
     EXPECT_GT(best, 0);
     EXPECT_LT(best / ceil_g, 1.2);

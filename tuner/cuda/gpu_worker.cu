@@ -58,20 +58,6 @@ std::string Fmt(const char* fmt, ...) {
   return buf;
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      o += Fmt("\\u%04x", c);
-    } else {
-      o += c;
-    }
-  }
-  return o;
-}
 
 // A parsed candidate: the fault kernel, or a configuration prepared once for the open problem
 // (checked, looked up, pointers of every buffer pair checked), so that timed launches neither
@@ -174,8 +160,7 @@ class GpuWorkerImpl : public GpuWorker {
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override {
     TR_RETURN_IF_ERROR(Ready());
     TR_ASSIGN_OR_RETURN(Parsed parsed, Parse(c));
-    return Time([&](int pair) { return LaunchOnce(parsed, c.name, pair); }, o,
-                "\"kind\":\"kernel\"");
+    return Time([&](int pair) { return LaunchOnce(parsed, c.name, pair); }, o, "transpose");
   }
 
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override {
@@ -183,18 +168,16 @@ class GpuWorkerImpl : public GpuWorker {
     const kernels::RotatingBuffers& b = *buffers_;
     TR_ASSIGN_OR_RETURN(
         Measurement memcpy_m,
-        Time([&](int pair) { return kernels::LaunchMemcpy(b, pair, stream_); }, o,
-             "\"kind\":\"ceiling\",\"ceiling_kind\":\"memcpy_d2d\""));
+        Time([&](int pair) { return kernels::LaunchMemcpy(b, pair, stream_); }, o, "memcpy_d2d"));
     TR_ASSIGN_OR_RETURN(
         Measurement copy_m,
         Time([&](int pair) { return kernels::LaunchCopy16(b, pair, stream_); }, o,
-             "\"kind\":\"ceiling\",\"ceiling_kind\":\"copy16_kernel\""));
+             "copy16_kernel"));
     const bool memcpy_wins = memcpy_m.median_s <= copy_m.median_s;
     Measurement best = memcpy_wins ? memcpy_m : copy_m;
     // Record both in the winner's method.
-    best.method.pop_back();  // the closing brace
-    best.method += Fmt(",\"memcpy_d2d_median_s\":%.9g,\"copy16_kernel_median_s\":%.9g}",
-                       memcpy_m.median_s, copy_m.median_s);
+    best.method.alternatives_median_s = {{"memcpy_d2d", memcpy_m.median_s},
+                                         {"copy16_kernel", copy_m.median_s}};
     return best;
   }
 
@@ -275,7 +258,7 @@ class GpuWorkerImpl : public GpuWorker {
 
   // Times launch(pair) with the shared harness (kernels::TimeLaunches) and records the method.
   StatusOr<Measurement> Time(const std::function<Status(int)>& launch, const MeasureOptions& o,
-                             const std::string& kind_json) {
+                             const char* op) {
     kernels::TimingOptions t;
     t.warmup = o.warmup;
     t.min_samples = o.min_samples;
@@ -284,15 +267,15 @@ class GpuWorkerImpl : public GpuWorker {
     auto timing =
         kernels::TimeLaunches(launch, buffers_->pairs(), &rotate_, stream_, *events_, t);
     if (!timing.ok()) return Noticed(timing.status());
-    std::string method = Fmt(
-        "{\"timer\":\"cuda_event\",\"harness\":\"transposed/kernels/harness.h\",%s,"
-        "\"warmup\":%d,\"samples\":%zu,\"launches_per_sample\":%d,\"buffers\":%d,"
-        "\"working_set_bytes\":%lld,\"l2_bytes\":%lld,\"sm_clock_khz\":%d,"
-        "\"memory_clock_khz\":%d,\"device\":\"%s\"}",
-        kind_json.c_str(), timing->warmup, timing->samples_s.size(), timing->launches_per_sample,
-        buffers_->pairs(), static_cast<long long>(buffers_->working_set_bytes()),
-        static_cast<long long>(buffers_->l2_bytes()), sm_clock_khz_, mem_clock_khz_,
-        JsonEscape(prop_.name).c_str());
+    MeasureMethod method;
+    method.timer = "cuda_event";  // the shared harness, transposed/kernels/harness.h
+    method.op = op;
+    method.launches_per_sample = timing->launches_per_sample;
+    method.buffers = buffers_->pairs();
+    method.working_set_bytes = buffers_->working_set_bytes();
+    method.cache_bytes = buffers_->l2_bytes();
+    method.sm_clock_khz = sm_clock_khz_;
+    method.memory_clock_khz = mem_clock_khz_;
     return Measurement::FromSamples(std::move(timing->samples_s), timing->warmup,
                                     std::move(method));
   }

@@ -23,6 +23,9 @@ void ToProto(const MeasureOptions& in, pb::MeasureOptions* out);
 // min_seconds < 0).
 StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in);
 
+void ToProto(const MeasureMethod& in, pb::MeasureMethod* out);
+MeasureMethod FromProto(const pb::MeasureMethod& in);
+
 void ToProto(const Measurement& in, pb::Measurement* out);
 Measurement FromProto(const pb::Measurement& in);
 

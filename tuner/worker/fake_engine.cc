@@ -1,10 +1,8 @@
 #include "tuner/worker/fake_engine.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
-#include <functional>
-#include <nlohmann/json.hpp>
+
+#include "core/hash.h"
 
 namespace transposed::worker {
 
@@ -30,7 +28,7 @@ StatusOr<std::vector<Candidate>> FakeEngine::Candidates(const Problem& p) {
 
 Status FakeEngine::Open(const Problem& p) {
   TR_RETURN_IF_ERROR(ValidateProblem(p));
-  ++opens_;
+  problem_ = p;
   open_ = true;
   return Status::OK();
 }
@@ -50,12 +48,22 @@ Status FakeEngine::Run(const std::string& name) {
   return Status::OK();
 }
 
+double FakeEngine::SecondsFor(const std::string& name, const Problem& p) {
+  Fnv1a64 h;
+  h.Add(name);
+  return 1e-9 * static_cast<double>(1 + h.value() % 1000) *
+         static_cast<double>(1 + p.bytes() / 4096);
+}
+
 Measurement FakeEngine::Measured(const std::string& name) const {
-  // A deterministic, name-dependent time: the fake has no clock worth measuring.
-  const double t = 1e-6 * static_cast<double>(1 + std::hash<std::string>()(name) % 1000);
-  const nlohmann::json method = {
-      {"timer", "fake"}, {"pid", static_cast<int>(getpid())}, {"opens", opens_}};
-  return Measurement::FromSamples({t, t * 1.01, t * 0.99}, 1, method.dump());
+  const double t = SecondsFor(name, problem_);
+  MeasureMethod method;
+  method.timer = "fake";
+  method.op = name == "copy" ? "copy" : "transpose";
+  method.launches_per_sample = 1;
+  method.buffers = 1;
+  method.working_set_bytes = problem_.in_alloc_bytes() + problem_.out_alloc_bytes();
+  return Measurement::FromSamples({t, t * 1.01, t * 0.99}, 1, method);
 }
 
 Status FakeEngine::Check(const Candidate& c) { return Run(c.name); }

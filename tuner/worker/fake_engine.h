@@ -3,9 +3,9 @@
 //
 // Describe returns a made-up device; Candidates a fixed list of `candidates` names
 // ("fake.c0", "fake.c1", ...), plus kFakeFaultCandidate when `with_fault`; Open/Check/Close
-// succeed; Measure returns timings derived from the candidate's name, and its method (JSON)
-// records this process's pid and how many opens it served, so tests can see restarts. It fails
-// like a real device does:
+// succeed; Measure returns timings derived from the candidate's name and the open problem
+// (SecondsFor), so tests can see which problem a session had open. It fails like a real device
+// does:
 //   kFakeFaultCandidate       breaks the engine (broken() = true): a fatal answer, then exit
 //   options.crash_on          aborts the process (SIGABRT) without answering
 //
@@ -45,10 +45,17 @@ class FakeEngine : public Engine {
   Status Run(const std::string& name);
   Measurement Measured(const std::string& name) const;
 
+ public:
+  // The median the fake reports for `name` ("copy": the ceiling) on problem `p`: deterministic,
+  // and different for different names and problem sizes (so tests see which problem was open).
+  static double SecondsFor(const std::string& name, const Problem& p);
+
+ private:
+
   const FakeEngineOptions o_;
   bool open_ = false;
   bool broken_ = false;
-  int opens_ = 0;
+  Problem problem_;  // the open one
 };
 
 }  // namespace transposed::worker

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,8 +24,6 @@
 
 namespace transposed::worker {
 namespace {
-
-using nlohmann::json;
 
 std::string FakeWorkerPath() {
   const char* e = std::getenv("TRANSPOSED_FAKE_WORKER");
@@ -143,8 +140,23 @@ TEST(CodecTest, CandidateAndOptionsRoundTrip) {
 }
 
 TEST(CodecTest, MeasurementDoublesAreExact) {
-  Measurement m = Measurement::FromSamples({1.0 / 3.0, 2.718281828459045e-5, 1e-7}, 2,
-                                           R"({"timer":"cuda_event","buffers":13})");
+  MeasureMethod how;
+  how.timer = "cuda_event";
+  how.op = "memcpy_d2d";
+  how.launches_per_sample = 7;
+  how.buffers = 13;
+  how.working_set_bytes = int64_t{1} << 40;
+  how.cache_bytes = 52428800;
+  how.working_set_capped = true;
+  how.threads = 3;
+  how.sm_clock_khz = 1980000;
+  how.memory_clock_khz = 2619000;
+  how.preempted_retaken = 4;
+  how.preempted_kept = 5;
+  how.alternatives_median_s = {{"memcpy_d2d", 1.0 / 7.0}, {"copy16_kernel", 2.0 / 7.0}};
+  how.final_rounds = 3;
+  how.remeasured_after_rel_spread = 0.1 + 0.2;
+  Measurement m = Measurement::FromSamples({1.0 / 3.0, 2.718281828459045e-5, 1e-7}, 2, how);
   pb::Measurement mm;
   ToProto(m, &mm);
   pb::Measurement wire;
@@ -315,7 +327,6 @@ TEST(WorkerProcessTest, RunAndCapture) {
 
 // --- worker death and restart, through the test-only fake worker --------------------------------
 
-int PidOf(const Measurement& m) { return json::parse(m.method).value("pid", -1); }
 
 class FakeWorkerTest : public ::testing::Test {
  protected:
@@ -444,6 +455,7 @@ TEST_F(FakeWorkerTest, CrashMidSessionIsRecordedAndTheSessionContinues) {
   ASSERT_TRUE(session.ok());
   auto m0 = (*session)->Measure(cands[0], MeasureOptions{});
   ASSERT_TRUE(m0.ok());
+  const pid_t first = WorkerPid(*backend);
   Status crash = (*session)->Check(cands[1]);
   EXPECT_EQ(crash.code(), StatusCode::kAborted);
   EXPECT_NE(crash.message().find("worker died"), std::string::npos) << crash.message();
@@ -452,8 +464,8 @@ TEST_F(FakeWorkerTest, CrashMidSessionIsRecordedAndTheSessionContinues) {
   // The same session goes on with a new worker that has the problem open again.
   auto m2 = (*session)->Measure(cands[2], MeasureOptions{});
   ASSERT_TRUE(m2.ok()) << m2.status().ToString();
-  EXPECT_NE(PidOf(*m0), PidOf(*m2));
-  EXPECT_EQ(json::parse(m2->method).value("opens", 0), 1);
+  EXPECT_NE(WorkerPid(*backend), first);
+  EXPECT_EQ(m2->median_s, FakeEngine::SecondsFor(cands[2].name, P()));
   EXPECT_EQ(backend->worker_restarts(), 1);
 }
 
@@ -486,8 +498,9 @@ TEST_F(FakeWorkerTest, KilledWorkerIsRestartedByTheNextRequestAndCounted) {
     m = (*session)->Measure(cands[1], MeasureOptions{});
   }
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  EXPECT_EQ(PidOf(*m), WorkerPid(*backend));
-  EXPECT_NE(PidOf(*m), second);
+  EXPECT_EQ(m->median_s, FakeEngine::SecondsFor(cands[1].name, P()));
+  EXPECT_GT(WorkerPid(*backend), 0);
+  EXPECT_NE(WorkerPid(*backend), second);
   EXPECT_EQ(backend->worker_restarts(), 2);
 }
 
@@ -504,9 +517,16 @@ TEST_F(FakeWorkerTest, SessionsTakeTurnsOnOneWorker) {
   auto ma = (*a)->Measure(cands[0], MeasureOptions{});
   auto mb = (*b)->Measure(cands[0], MeasureOptions{});
   ASSERT_TRUE(ma.ok() && mb.ok());
-  EXPECT_EQ(json::parse(ma->method).value("opens", 0), 3);  // a, b, a again
-  EXPECT_EQ(json::parse(mb->method).value("opens", 0), 4);
-  EXPECT_EQ(PidOf(*ma), PidOf(*mb));
+  const pid_t pid = WorkerPid(*backend);
+  EXPECT_EQ(ma->median_s, FakeEngine::SecondsFor(cands[0].name, P()));
+  EXPECT_EQ(mb->median_s, FakeEngine::SecondsFor(cands[0].name, q));
+  EXPECT_NE(ma->median_s, mb->median_s);
+  // And back: a re-opens its problem again, on the same worker.
+  auto ma2 = (*a)->Measure(cands[0], MeasureOptions{});
+  ASSERT_TRUE(ma2.ok());
+  EXPECT_EQ(ma2->median_s, ma->median_s);
+  EXPECT_EQ(WorkerPid(*backend), pid);
+  EXPECT_EQ(backend->worker_restarts(), 0);
 }
 
 }  // namespace
