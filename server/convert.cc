@@ -233,15 +233,43 @@ Status CheckSeconds(const std::string& field, double v, bool positive) {
   return Status::OK();
 }
 
+StatusOr<MeasureMethod> MeasureMethodFromProto(const std::string& field,
+                                               const pb::MeasureMethod& in) {
+  TR_RETURN_IF_ERROR(CheckFieldLength(field + ".timer", in.timer(), 64));
+  TR_RETURN_IF_ERROR(CheckFieldLength(field + ".op", in.op(), 64));
+  if (in.alternatives_median_s_size() > 16)
+    return Status::InvalidArgument(field + ".alternatives_median_s: at most 16 entries, got " +
+                                   std::to_string(in.alternatives_median_s_size()));
+  MeasureMethod m;
+  m.timer = in.timer();
+  m.op = in.op();
+  m.launches_per_sample = in.launches_per_sample();
+  m.buffers = in.buffers();
+  m.working_set_bytes = in.working_set_bytes();
+  m.cache_bytes = in.cache_bytes();
+  m.working_set_capped = in.working_set_capped();
+  m.threads = in.threads();
+  m.sm_clock_khz = in.sm_clock_khz();
+  m.memory_clock_khz = in.memory_clock_khz();
+  m.preempted_retaken = in.preempted_retaken();
+  m.preempted_kept = in.preempted_kept();
+  for (const auto& [k, v] : in.alternatives_median_s()) {
+    TR_RETURN_IF_ERROR(CheckFieldLength(field + ".alternatives_median_s key", k, 64));
+    m.alternatives_median_s[k] = v;
+  }
+  m.final_rounds = in.final_rounds();
+  m.remeasured_after_rel_spread = in.remeasured_after_rel_spread();
+  return m;
+}
+
 StatusOr<Measurement> MeasurementFromProto(const std::string& field, const pb::Measurement& m,
                                            bool must_be_valid) {
   Measurement out;
   out.valid = m.valid();
   if (must_be_valid && !out.valid) return Status::InvalidArgument(field + ".valid: must be true");
   TR_RETURN_IF_ERROR(CheckFieldLength(field + ".error", m.error(), 4096));
-  TR_RETURN_IF_ERROR(CheckFieldLength(field + ".method", m.method(), 4096));
   out.error = m.error();
-  out.method = m.method();
+  TR_ASSIGN_OR_RETURN(out.method, MeasureMethodFromProto(field + ".method", m.method()));
   if (out.valid) {
     TR_RETURN_IF_ERROR(CheckSeconds(field + ".median_s", m.median_s(), true));
     TR_RETURN_IF_ERROR(CheckSeconds(field + ".min_s", m.min_s(), true));

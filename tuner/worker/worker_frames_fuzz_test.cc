@@ -171,7 +171,10 @@ TEST(WorkerFramesFuzzTest, MutatedResponsesMapToTheDomainModelWithoutCrashing) {
     ToProto(d, r.mutable_describe()->mutable_device());
     seeds.push_back(r);
     r.Clear();
-    ToProto(Measurement::FromSamples({1e-3, 2e-3, 3e-3}, 2, "{\"timer\":\"x\"}"),
+    MeasureMethod how;
+    how.timer = "x";
+    how.alternatives_median_s = {{"memcpy_d2d", 1e-3}};
+    ToProto(Measurement::FromSamples({1e-3, 2e-3, 3e-3}, 2, how),
             r.mutable_measure()->mutable_measurement());
     seeds.push_back(r);
     r.Clear();
