@@ -17,17 +17,20 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "client/client.h"
 #include "client/fleet.h"
 #include "client/format.h"
+#include "core/version.h"
 #include "proto/exported_entry_json.h"
 
 namespace transposed {
@@ -420,6 +423,96 @@ int RunFleet(const std::vector<std::string>& servers, const Globals& g, CLI::App
                "get --cache-only are allowed");
 }
 
+// Levenshtein distance, for naming the command a typo meant.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first word of the command line that is not an option or an option's value, if it names no
+// subcommand: "unknown command 'gett' (did you mean 'get'?)". Empty when the line is fine.
+std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return "";
+    if (arg.rfind("-", 0) == 0) {
+      if (arg.find('=') != std::string::npos) continue;
+      const CLI::Option* o = app.get_option_no_throw(arg);
+      if (o != nullptr && o->get_items_expected_min() > 0 && i + 1 < argc) ++i;  // its value
+      continue;
+    }
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(arg)) return "";
+    std::string message = "unknown command '" + arg + "'";
+    std::string best;
+    size_t best_d = 3;  // at most two edits away
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      const size_t d = EditDistance(arg, sub->get_name());
+      if (d < best_d || sub->get_name().rfind(arg, 0) == 0) best_d = d, best = sub->get_name();
+    }
+    if (!best.empty()) message += " (did you mean '" + best + "'?)";
+    message += "; commands:";
+    for (const CLI::App* sub : app.get_subcommands({})) message += " " + sub->get_name();
+    return message;
+  }
+  return "";
+}
+
+// The long option names of a command and then of its parent (global flags are accepted after
+// the command too), each once, space separated.
+std::string OptionNames(const CLI::App& cmd, const CLI::App* parent = nullptr) {
+  std::string out;
+  std::set<std::string> seen;
+  for (const CLI::App* app : {&cmd, parent}) {
+    if (app == nullptr) continue;
+    for (const CLI::Option* o : app->get_options({})) {
+      for (const std::string& name : o->get_lnames())
+        if (seen.insert(name).second) out += " --" + name;
+    }
+  }
+  return out;
+}
+
+// A bash completion script generated from the command line definition itself, so it never lags
+// behind it: `source <(transposectl completion bash)`.
+std::string BashCompletion(const CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) names += " " + sub->get_name();
+  std::string pattern;  // "get|tune|...": a case pattern
+  for (const CLI::App* sub : app.get_subcommands({}))
+    pattern += (pattern.empty() ? "" : "|") + sub->get_name();
+  std::string out =
+      "# bash completion of transposectl (generated: transposectl completion bash)\n"
+      "_transposectl() {\n"
+      "  local cur=${COMP_WORDS[COMP_CWORD]} cmd= i words\n"
+      "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+      "    case ${COMP_WORDS[i]} in " + pattern + ") cmd=${COMP_WORDS[i]}; break ;; esac\n"
+      "  done\n"
+      "  case $cmd in\n";
+  const std::string globals = OptionNames(app);
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    std::string words = OptionNames(*sub, &app);
+    if (sub->get_name() == "completion") words += " bash";
+    out += "    " + sub->get_name() + ") words=\"" + words.substr(1) + "\" ;;\n";
+  }
+  out += "    *) words=\"" + names.substr(1) + globals + "\" ;;\n"
+         "  esac\n"
+         "  COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
+         "}\n"
+         "complete -F _transposectl transposectl\n";
+  return out;
+}
+
 int Main(int argc, char** argv) {
   Globals g;
   const char* env = std::getenv("TRANSPOSED_SERVER");
@@ -427,6 +520,10 @@ int Main(int argc, char** argv) {
 
   CLI::App app{"transposectl: ask the transposed daemon for the best GPU transpose configuration"};
   app.require_subcommand(1);
+  // Global flags are accepted after the subcommand too ("transposectl devices --json").
+  app.fallthrough();
+  app.set_version_flag("--version", std::string("transposectl ") + kProjectVersion +
+                                        " (kernel library " + kLibraryVersion + ")");
   app.add_option("--server", g.server,
                  "Daemon address HOST:PORT, or several separated by commas (env TRANSPOSED_SERVER)")
       ->capture_default_str();
@@ -498,11 +595,25 @@ int Main(int argc, char** argv) {
       "import", "Merge entries written by export (faster winner kept, never a downgrade)");
   imp->add_option("file", import_path, "The file export wrote (- for stdin)")->required();
 
+  std::string shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion", "Print a shell completion script: source <(transposectl completion bash)");
+  completion->add_option("shell", shell, "The shell (bash)")
+      ->required()
+      ->check(CLI::IsMember({"bash"}));
+
+  if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty())
+    return Usage(unknown);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+
+  if (completion->parsed()) {
+    std::cout << BashCompletion(app);
+    return 0;
   }
 
   std::vector<std::string> servers;

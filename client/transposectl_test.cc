@@ -517,6 +517,28 @@ TEST_F(DaemonTest, ExitStatusesAndServerFromEnvironment) {
   EXPECT_EQ(missing.exit_code, 2) << missing.Describe();
   CtlResult unknown = Ctl({"frobnicate"});
   EXPECT_EQ(unknown.exit_code, 2) << unknown.Describe();
+  EXPECT_NE(unknown.err.find("unknown command 'frobnicate'"), std::string::npos)
+      << unknown.Describe();
+  CtlResult typo = Ctl({"--json", "gett", "--rows", "5"});
+  EXPECT_EQ(typo.exit_code, 2) << typo.Describe();
+  EXPECT_NE(typo.err.find("unknown command 'gett' (did you mean 'get'?)"), std::string::npos)
+      << typo.Describe();
+  CtlResult version = Ctl({"--version"}, /*with_server=*/false);
+  EXPECT_EQ(version.exit_code, 0) << version.Describe();
+  EXPECT_EQ(version.out.rfind("transposectl ", 0), 0u) << version.Describe();
+  EXPECT_NE(version.out.find("kernel library"), std::string::npos) << version.Describe();
+  // Global flags after the subcommand.
+  CtlResult after = Ctl({"devices", "--json", "--server", address_}, /*with_server=*/false);
+  ASSERT_EQ(after.exit_code, 0) << after.Describe();
+  EXPECT_TRUE(after.json().contains("devices")) << after.Describe();
+  // The completion script names every command and the global flags.
+  CtlResult completion = Ctl({"completion", "bash"}, /*with_server=*/false);
+  ASSERT_EQ(completion.exit_code, 0) << completion.Describe();
+  EXPECT_NE(completion.out.find("complete -F _transposectl transposectl"), std::string::npos);
+  for (const char* word : {"get)", "tune)", "devices)", "list)", "delete)", "export)", "import)",
+                           "--server", "--json", "--cache-only", "--answer-now"})
+    EXPECT_NE(completion.out.find(word), std::string::npos) << word << "\n" << completion.out;
+  EXPECT_EQ(Ctl({"completion", "fish"}, /*with_server=*/false).exit_code, 2);
   CtlResult help = Ctl({"--help"});
   EXPECT_EQ(help.exit_code, 0) << help.Describe();
   EXPECT_NE(help.out.find("tune"), std::string::npos) << help.Describe();
