@@ -24,8 +24,11 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "client/client.h"
 #include "client/fleet.h"
@@ -98,11 +101,11 @@ struct FilterFlags {
   CLI::Option* older_opt = nullptr;
 };
 
-void AddProblemFlags(CLI::App* cmd, ProblemFlags* f) {
-  cmd->add_option("--rows", f->rows, "Rows of each input matrix")->required();
-  cmd->add_option("--cols", f->cols, "Columns of each input matrix")->required();
+void AddProblemFlags(CLI::App* cmd, ProblemFlags* f, bool required = true) {
+  cmd->add_option("--rows", f->rows, "Rows of each input matrix")->required(required);
+  cmd->add_option("--cols", f->cols, "Columns of each input matrix")->required(required);
   cmd->add_option("--dtype", f->dtype, "Element type: f16 bf16 f32 f64 i8 u8 i16 i32 i64 c64 c128")
-      ->required();
+      ->required(required);
   f->batch_opt = cmd->add_option("--batch", f->batch, "Number of matrices (default 1)");
   cmd->add_option("--ld-in", f->ld_in, "Input row stride in elements (0: dense)");
   cmd->add_option("--ld-out", f->ld_out, "Output row stride in elements (0: dense)");
@@ -178,6 +181,102 @@ int RunGet(Client& client, const Globals& g, const ProblemFlags& f, v1::CachePol
     std::cout << AnswerToText(*answer);
   }
   return 0;
+}
+
+// One problem of a `tune --from` file: "ROWS COLS DTYPE [BATCH]" or a transposed.v1.Problem in
+// protobuf JSON ({"rows": 4096, "cols": 4096, "dtype": "f32"}).
+StatusOr<v1::Problem> ParseProblemLine(const std::string& line) {
+  v1::Problem p;
+  if (line.front() == '{') {
+    auto s = google::protobuf::util::JsonStringToMessage(line, &p);
+    if (!s.ok()) return Status::InvalidArgument("not a transposed.v1.Problem: " + s.ToString());
+    return p;
+  }
+  std::istringstream in(line);
+  int64_t rows = 0, cols = 0, batch = 0;
+  std::string dtype, rest;
+  if (!(in >> rows >> cols >> dtype))
+    return Status::InvalidArgument("expected ROWS COLS DTYPE [BATCH] or a JSON Problem");
+  if (in >> batch) p.set_batch(batch);
+  if (in >> rest) return Status::InvalidArgument("unexpected '" + rest + "' after the problem");
+  p.set_rows(rows);
+  p.set_cols(cols);
+  p.set_dtype(dtype);
+  return p;
+}
+
+// `tune --from FILE`: every problem of the file that the daemon has not cached is tuned (one
+// after the other, through GetConfig, so a problem being tuned by someone else is joined); cached
+// ones are skipped. A progress bar on a terminal (stderr); with --json one transposed.v1.Answer
+// per problem on stdout (protobuf's JSON printer). Exit 1 if any problem failed.
+int RunTuneFrom(Client& client, const Globals& g, const std::string& path) {
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path);
+    if (!file) return Usage("--from: cannot read " + path);
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  struct Line {
+    int number;
+    v1::Problem problem;
+  };
+  std::vector<Line> problems;
+  std::string line;
+  int errors = 0;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const size_t start = line.find_first_not_of(" \t\r");
+    if (start == std::string::npos || line[start] == '#') continue;
+    line = line.substr(start);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    auto p = ParseProblemLine(line);
+    if (!p.ok()) {
+      std::cerr << "transposectl: " << path << ":" << number << ": " << p.status().message()
+                << std::endl;
+      ++errors;
+      continue;
+    }
+    if (problems.size() >= 100000) return Usage("--from: more than 100000 problems");
+    problems.push_back({number, std::move(p).value()});
+  }
+  if (errors > 0) return 2;
+  const bool bar = isatty(STDERR_FILENO) != 0;
+  google::protobuf::util::JsonPrintOptions json;
+  json.preserve_proto_field_names = true;
+  int tuned = 0, cached = 0, failed = 0;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const v1::Problem& p = problems[i].problem;
+    const std::string label = std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " " +
+                              p.dtype() + (p.has_batch() ? " batch " + std::to_string(p.batch()) : "");
+    if (bar) {
+      const size_t width = 30, done = width * i / problems.size();
+      std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, ' ') << "] " << i
+                << "/" << problems.size() << " tuning " << label << "\033[K" << std::flush;
+    }
+    auto answer = client.GetConfig(p, v1::CACHE_ONLY);
+    if (!answer.ok() && answer.status().code() == StatusCode::kNotFound)
+      answer = client.GetConfig(p, v1::TUNE_IF_MISSING);
+    if (!answer.ok()) {
+      ++failed;
+      if (bar) std::cerr << "\r\033[K";
+      std::cerr << "transposectl: " << path << ":" << problems[i].number << ": " << label << ": "
+                << answer.status().ToString() << std::endl;
+      continue;
+    }
+    (answer->source() == v1::SOURCE_CACHE ? cached : tuned) += 1;
+    if (g.json) {
+      std::string out;
+      (void)google::protobuf::util::MessageToJsonString(*answer, &out, json);
+      std::cout << out << std::endl;
+    } else if (!bar) {
+      std::cout << label << ": " << answer->variant().name() << " "
+                << (answer->source() == v1::SOURCE_CACHE ? "(cached, skipped)" : "(tuned)")
+                << std::endl;
+    }
+  }
+  if (bar) std::cerr << "\r\033[K";
+  std::cerr << problems.size() << " problems: " << tuned << " tuned, " << cached
+            << " already cached (skipped), " << failed << " failed" << std::endl;
+  return failed > 0 ? 1 : 0;
 }
 
 int RunTune(Client& client, const Globals& g, const ProblemFlags& f, double budget,
@@ -563,8 +662,13 @@ int Main(int argc, char** argv) {
   ProblemFlags tune_flags;
   double budget = 0;
   bool exhaustive = false;
-  CLI::App* tune = app.add_subcommand("tune", "Tune a problem now, streaming the candidates");
-  AddProblemFlags(tune, &tune_flags);
+  std::string tune_from;
+  CLI::App* tune = app.add_subcommand(
+      "tune", "Tune a problem now, streaming the candidates; or pre-tune a list (--from)");
+  AddProblemFlags(tune, &tune_flags, /*required=*/false);
+  tune->add_option("--from", tune_from,
+                   "File of problems, one per line: ROWS COLS DTYPE [BATCH] or a JSON Problem "
+                   "(- for stdin); tunes those not cached yet, skips the others");
   tune->add_option("--budget", budget, "Tuning budget in seconds (0: the daemon's default)")
       ->check(CLI::NonNegativeNumber);
   tune->add_flag("--exhaustive", exhaustive, "Measure every candidate long (slow)");
@@ -648,7 +752,13 @@ int Main(int argc, char** argv) {
   if (get->parsed())
     return RunGet(c, g, get_flags,
                   cache_only ? v1::CACHE_ONLY : answer_now ? v1::ANSWER_NOW : v1::TUNE_IF_MISSING);
-  if (tune->parsed()) return RunTune(c, g, tune_flags, budget, exhaustive);
+  if (tune->parsed() && !tune_from.empty()) return RunTuneFrom(c, g, tune_from);
+  if (tune->parsed()) {
+    if (tune->get_option("--rows")->count() == 0 || tune->get_option("--cols")->count() == 0 ||
+        tune->get_option("--dtype")->count() == 0)
+      return Usage("tune: --rows, --cols and --dtype are required (or --from FILE)");
+    return RunTune(c, g, tune_flags, budget, exhaustive);
+  }
   if (devices->parsed()) return RunDevices(c, g);
   if (list->parsed()) return RunList(c, g, list_flags, candidates, limit);
   if (del->parsed()) return RunDelete(c, g, delete_flags, all);

@@ -558,6 +558,41 @@ TEST_F(DaemonTest, ExitStatusesAndServerFromEnvironment) {
   EXPECT_EQ(both.exit_code, 0) << both.Describe();
 }
 
+// tune --from: every listed problem not cached is tuned, cached ones are skipped.
+TEST_F(DaemonTest, TuneFromAFileSkipsCachedProblems) {
+  const std::string shapes = (dir_ / "shapes.txt").string();
+  {
+    std::ofstream f(shapes);
+    f << "# a job's shapes\n64 48 f32\n{\"rows\": 32, \"cols\": 40, \"dtype\": \"u8\"}\n\n";
+  }
+  CtlResult first = Ctl({"tune", "--from", shapes});
+  ASSERT_EQ(first.exit_code, 0) << first.Describe();
+  EXPECT_NE(first.err.find("2 problems: 2 tuned, 0 already cached"), std::string::npos)
+      << first.Describe();
+  CtlResult again = Ctl({"tune", "--from", shapes, "--json"});
+  ASSERT_EQ(again.exit_code, 0) << again.Describe();
+  EXPECT_NE(again.err.find("2 problems: 0 tuned, 2 already cached"), std::string::npos)
+      << again.Describe();
+  std::istringstream lines(again.out);
+  std::string line;
+  int answers = 0;
+  while (std::getline(lines, line)) {
+    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    EXPECT_EQ(j["source"], "SOURCE_CACHE") << line;
+    ++answers;
+  }
+  EXPECT_EQ(answers, 2) << again.Describe();
+  {
+    std::ofstream f(shapes);
+    f << "64 x f32\n";
+  }
+  CtlResult bad = Ctl({"tune", "--from", shapes});
+  EXPECT_EQ(bad.exit_code, 2) << bad.Describe();
+  EXPECT_NE(bad.err.find("shapes.txt:1: expected ROWS COLS DTYPE"), std::string::npos)
+      << bad.Describe();
+}
+
 // (e) devices, list, delete.
 TEST_F(DaemonTest, DevicesListDelete) {
   CtlResult devices = Ctl({"--json", "devices"});
