@@ -55,22 +55,6 @@ struct RandomProblem {
   Problem problem;
 };
 
-// The element sizes of the random draw, as the dtypes the daemon stores them under.
-inline DType DTypeForSize(int e) {
-  switch (e) {
-    case 1:
-      return DType::kU8;
-    case 2:
-      return DType::kBF16;
-    case 4:
-      return DType::kF32;
-    case 8:
-      return DType::kF64;
-    default:
-      return DType::kC128;
-  }
-}
-
 // n problems drawn from `seed` (the same seed gives the same problems wherever the same standard
 // library runs: std::mt19937_64 is exactly specified, its distributions are the library's).
 // Element sizes cycle through 1, 2, 4, 8, 16 so each size gets n/5 problems; the matrix bytes
@@ -97,7 +81,7 @@ inline std::vector<RandomProblem> RandomProblems(uint64_t seed, int n,
     const double u = uniform(0, 1);
     RandomProblem r;
     Problem& p = r.problem;
-    p.dtype = DTypeForSize(e);
+    p.dtype = *DTypeOfSize(e);
     const double aspect = std::exp(uniform(std::log(1.0 / 64), std::log(64.0)));
     auto sides = [&](int64_t count, int64_t* rows, int64_t* cols) {
       *rows = std::max<int64_t>(1, std::llround(std::sqrt(count * aspect)));

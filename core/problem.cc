@@ -64,6 +64,23 @@ int DTypeSize(DType t) {
   return 0;
 }
 
+std::optional<DType> DTypeOfSize(int bytes) {
+  switch (bytes) {
+    case 1:
+      return DType::kU8;
+    case 2:
+      return DType::kBF16;
+    case 4:
+      return DType::kF32;
+    case 8:
+      return DType::kF64;
+    case 16:
+      return DType::kC128;
+    default:
+      return std::nullopt;
+  }
+}
+
 const std::vector<DType>& AllDTypes() {
   static const std::vector<DType> all = [] {
     std::vector<DType> v;

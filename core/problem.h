@@ -27,6 +27,9 @@ std::optional<DType> ParseDType(std::string_view name);
 // Bytes per element: 1, 2, 4, 8 or 16.
 int DTypeSize(DType t);
 const std::vector<DType>& AllDTypes();
+// The one dtype that stands for an element size where only the size matters (tests, benchmark
+// draws): 1 u8, 2 bf16, 4 f32, 8 f64, 16 c128; nullopt for any other size.
+std::optional<DType> DTypeOfSize(int bytes);
 
 struct Problem {
   int64_t rows = 0;

@@ -32,6 +32,21 @@ TEST(DType, NamesRoundTripAndSizes) {
   EXPECT_FALSE(ParseDType("").has_value());
 }
 
+TEST(DType, OneDTypePerElementSize) {
+  // Every size some dtype has maps to a dtype of that size, the documented one.
+  for (DType t : AllDTypes()) {
+    auto of = DTypeOfSize(DTypeSize(t));
+    ASSERT_TRUE(of.has_value()) << DTypeName(t);
+    EXPECT_EQ(DTypeSize(*of), DTypeSize(t)) << DTypeName(t);
+  }
+  EXPECT_EQ(DTypeOfSize(1), DType::kU8);
+  EXPECT_EQ(DTypeOfSize(2), DType::kBF16);
+  EXPECT_EQ(DTypeOfSize(4), DType::kF32);
+  EXPECT_EQ(DTypeOfSize(8), DType::kF64);
+  EXPECT_EQ(DTypeOfSize(16), DType::kC128);
+  for (int bad : {0, -1, 3, 5, 12, 32}) EXPECT_FALSE(DTypeOfSize(bad).has_value()) << bad;
+}
+
 TEST(Problem, KeyNormalizesDenseLeadingDimensions) {
   Problem a = P(31, 33);
   Problem b = a;

@@ -23,21 +23,6 @@ struct Shape {
   int64_t rows, cols, batch, ld_in, ld_out;
 };
 
-DType ForSize(int e) {
-  switch (e) {
-    case 1:
-      return DType::kU8;
-    case 2:
-      return DType::kF16;
-    case 4:
-      return DType::kF32;
-    case 8:
-      return DType::kF64;
-    default:
-      return DType::kC128;
-  }
-}
-
 bool HaveGpu() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -93,7 +78,7 @@ void RunShape(const Shape& s, int& runs, bool (*only)(const TransposeConfig&) = 
     p.batch = s.batch;
     p.ld_in = s.ld_in;
     p.ld_out = s.ld_out;
-    p.dtype = ForSize(e);
+    p.dtype = *DTypeOfSize(e);
     SCOPED_TRACE(p.ToString());
     EXPECT_TRUE(ValidateProblem(p).ok());
     const int64_t in_bytes = p.in_alloc_bytes();

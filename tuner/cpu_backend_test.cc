@@ -19,28 +19,13 @@ namespace {
 
 using Byte = unsigned char;
 
-DType DTypeOfSize(int size) {
-  switch (size) {
-    case 1:
-      return DType::kU8;
-    case 2:
-      return DType::kF16;
-    case 4:
-      return DType::kF32;
-    case 8:
-      return DType::kF64;
-    default:
-      return DType::kC128;
-  }
-}
-
 Problem Make(int64_t rows, int64_t cols, int esize, int64_t batch = 1, int64_t ld_in = 0,
              int64_t ld_out = 0) {
   Problem p;
   p.rows = rows;
   p.cols = cols;
   p.batch = batch;
-  p.dtype = DTypeOfSize(esize);
+  p.dtype = *DTypeOfSize(esize);
   p.ld_in = ld_in;
   p.ld_out = ld_out;
   return p;
