@@ -4,9 +4,9 @@
 // A client is its peer address without the port ("ipv4:10.0.0.7", "ipv6:[::1]", "unix:/path"),
 // so all connections from one host share its allowance. A call beyond a cap is refused at once
 // with RESOURCE_EXHAUSTED naming the cap and its flag; short calls (lookups of the cache, lists)
-// are not counted. Connections themselves are bounded by the descriptor limit (raised at start),
-// idle connections are closed after 10 minutes, and concurrent streams per connection by
-// --max-streams-per-connection.
+// are not counted. Connections themselves are capped per client and in total by
+// ConnectionLimiter (server/connection_limiter.h), idle connections are closed after 10 minutes,
+// and concurrent streams per connection by --max-streams-per-connection.
 //
 // Thread-safety: Acquire and Slot destruction may run on any thread; the limiter must outlive
 // every Slot.

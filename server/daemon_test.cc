@@ -663,7 +663,9 @@ TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
 TEST(DaemonProcessTest, AcceptsAgainAfterRunningOutOfDescriptors) {
   testing::DaemonOptions o;
   o.binary = TRANSPOSED_BINARY;
-  o.extra_args = {"--cpu-threads", "1"};
+  // No connection cap: this test needs accept itself to fail.
+  o.extra_args = {"--cpu-threads", "1", "--max-connections", "100000",
+                  "--max-connections-per-client", "100000"};
   o.max_open_files = 64;
   testing::DaemonProcess d(o);
   const Status started = d.Start();
@@ -712,6 +714,153 @@ TEST(DaemonProcessTest, AcceptsAgainAfterRunningOutOfDescriptors) {
   EXPECT_TRUE(s.ok()) << s.error_message() << "\n" << log;
   EXPECT_NE(log.find("stopped accepting connections"), std::string::npos) << log;
   EXPECT_NE(log.find("serving again on port " + std::to_string(d.port())), std::string::npos)
+      << log;
+  const Status stopped = d.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
+  d.RemoveDir();
+}
+
+// A raw TCP connection from `source` (127.0.0.x) to 127.0.0.1:port that sends the HTTP/2 client
+// preface and an empty SETTINGS frame. *served: the daemon answered with its SETTINGS frame
+// (false: it closed the connection). The descriptor, or -1.
+int OpenHttp2(int port, const char* source, bool* served) {
+  *served = false;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    close(fd);
+    return -1;
+  }
+  static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+  send(fd, kPreface, sizeof(kPreface) - 1, MSG_NOSIGNAL);  // may fail on a closed connection
+  // The first frame header of the answer (9 bytes), or the end of the stream; generous for CI.
+  timeval timeout{60, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  unsigned char header[9];
+  size_t got = 0;
+  while (got < sizeof(header)) {
+    const ssize_t n = recv(fd, header + got, sizeof(header) - got, 0);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  *served = got == sizeof(header) && header[3] == 4;  // type 4: SETTINGS
+  return fd;
+}
+
+int OpenFiles(pid_t pid) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+int Threads(pid_t pid) {
+  std::istringstream status(ReadFile("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  return -1;
+}
+
+// --max-connections-per-client: with 3 idle HTTP/2 connections open from 127.0.0.1, a 4th from
+// there is closed at once (also a real gRPC client's), another host (127.0.0.2) is still served;
+// 50 more refused connections leave no descriptor or thread behind; once the idle ones close, a
+// gRPC client is served again. The refusals are counted in the metrics and logged rate-limited.
+TEST(DaemonProcessTest, ConnectionsPerClientAreCapped) {
+  testing::DaemonProcess d =
+      StartDaemon({"--max-connections-per-client", "3", "--metrics-listen", "127.0.0.1:0"});
+  const Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  const auto began = std::chrono::steady_clock::now();
+  std::smatch m;
+  const std::string startup_log = ReadFile(d.log());
+  ASSERT_TRUE(std::regex_search(startup_log, m, std::regex(R"(metrics on \S+ \(port (\d+)\))")))
+      << startup_log;
+  const int metrics_port = std::stoi(m[1]);
+  EXPECT_NE(startup_log.find("connection caps: 3 per client host"), std::string::npos)
+      << startup_log;
+  const int files_before = OpenFiles(d.pid());
+
+  std::vector<int> idle;
+  bool served = false;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = OpenHttp2(d.port(), "127.0.0.1", &served);
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+    ASSERT_TRUE(served) << "connection " << i + 1 << " of 3 should be served";
+  }
+  int fd = OpenHttp2(d.port(), "127.0.0.1", &served);
+  EXPECT_FALSE(served) << "a 4th connection from one host should be closed";
+  if (fd >= 0) close(fd);
+  fd = OpenHttp2(d.port(), "127.0.0.2", &served);
+  EXPECT_TRUE(served) << "another host should be served";
+  idle.push_back(fd);
+  const int threads_loaded = Threads(d.pid());
+
+  for (int i = 0; i < 50; ++i) {
+    fd = OpenHttp2(d.port(), "127.0.0.1", &served);
+    EXPECT_FALSE(served);
+    if (fd >= 0) close(fd);
+  }
+  // A real client from the capped host is refused too: UNAVAILABLE.
+  auto list_devices = [&d]() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a fresh connection every time
+    auto stub = v1::Transposer::NewStub(
+        grpc::CreateCustomChannel(d.address(), grpc::InsecureChannelCredentials(), args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    v1::ListDevicesResponse r;
+    return stub->ListDevices(&ctx, v1::ListDevicesRequest(), &r);
+  };
+  EXPECT_EQ(list_devices().error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // No leak: the refused connections are closed by the daemon (descriptors back to the 4 idle
+  // connections above the start, plus slack for the metrics server), threads did not grow with
+  // them.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (OpenFiles(d.pid()) > files_before + 4 + 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_LE(OpenFiles(d.pid()), files_before + 4 + 2);
+  EXPECT_LE(Threads(d.pid()), threads_loaded + 4);
+
+  for (int f : idle) close(f);
+  grpc::Status s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    s = list_devices();
+    if (s.ok()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  std::string error;
+  const std::string text = HttpGet(metrics_port, "/metrics", &error);
+  ASSERT_FALSE(text.empty()) << error;
+  const auto samples = ParseMetrics(text);
+  auto it = samples.find(R"(transposed_connections_refused_total{cap="per_client"})");
+  ASSERT_NE(it, samples.end()) << text;
+  EXPECT_GE(it->second, 52) << text;
+  it = samples.find(R"(transposed_connections_refused_total{cap="total"})");
+  ASSERT_NE(it, samples.end()) << text;
+  EXPECT_EQ(it->second, 0) << text;
+
+  const std::string log = ReadFile(d.log());
+  EXPECT_NE(log.find("refused a connection from ipv4:127.0.0.1: it has 3 connections open (at "
+                     "most 3, --max-connections-per-client)"),
+            std::string::npos)
+      << log;
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - began);
+  EXPECT_LE(CountOccurrences(log, "refused a connection from"), 1 + seconds.count() / 10 + 1)
       << log;
   const Status stopped = d.Stop();
   EXPECT_TRUE(stopped.ok()) << stopped.ToString();

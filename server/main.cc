@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -29,6 +30,7 @@
 #include "core/text.h"
 #include "proto/exported_entry_json.h"
 #include "server/backends.h"
+#include "server/connection_limiter.h"
 #include "server/convert.h"
 #include "server/grpc_service.h"
 #include "server/listener_watch.h"
@@ -58,6 +60,8 @@ struct Flags {
   int max_streams_per_connection = 64;
   int max_calls_per_client = 128;
   int max_calls = 2048;
+  int max_connections_per_client = 64;
+  int max_connections = 0;  // 0: 4096, or the descriptor limit less 64 when that is lower
   std::vector<std::string> peers;
   double peer_timeout = 2.0;
   std::string seed;
@@ -233,6 +237,16 @@ int main(int argc, char** argv) {
                  "GetConfig and Tune calls all clients together may have open at once")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
+  app.add_option("--max-connections-per-client", flags.max_connections_per_client,
+                 "connections one client host (IP address) may have open at once; more are "
+                 "closed at accept")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--max-connections", flags.max_connections,
+                 "connections all clients together may have open at once; more are closed at "
+                 "accept (0: 4096, or the descriptor limit less 64 when that is lower)")
+      ->check(CLI::Range(0, 10000000))
+      ->capture_default_str();
   app.add_option("--tls-cert", flags.security.tls_cert,
                  "PEM certificate chain: serve TLS (with --tls-key)");
   app.add_option("--tls-key", flags.security.tls_key, "PEM private key of --tls-cert");
@@ -291,8 +305,17 @@ int main(int argc, char** argv) {
                transposed::kLibraryVersion, static_cast<long>(getpid()));
   {
     std::string note;
-    transposed::RaiseFileLimit(&note);
+    const uint64_t files = transposed::RaiseFileLimit(&note);
     spdlog::info("{}", note);
+    if (flags.max_connections == 0) {
+      // Connections beyond the descriptor limit would make accept fail (EMFILE); keep 64
+      // descriptors for the database, the log, workers and the metrics server.
+      flags.max_connections = files > 64 + 4096 || files == 0
+                                  ? 4096
+                                  : static_cast<int>(std::max<uint64_t>(files, 65) - 64);
+    }
+    spdlog::info("connection caps: {} per client host, {} in total", flags.max_connections_per_client,
+                 flags.max_connections);
   }
 
   transposed::BackendOptions backend_options;
@@ -413,6 +436,9 @@ int main(int argc, char** argv) {
 
   transposed::RpcNotes rpc_notes;
   transposed::CallLimiter call_limiter(flags.max_calls_per_client, flags.max_calls);
+  transposed::ConnectionLimiter connection_limiter(
+      flags.max_connections_per_client, flags.max_connections,
+      [&metrics](const char* cap) { metrics.OnConnectionRefused(cap); });
   const transposed::AdminGate admin_gate(admin_token, mtls);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -441,6 +467,8 @@ int main(int argc, char** argv) {
     // that forgotten clients do not hold descriptors. (Calls hold no thread: the callback API.)
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, flags.max_streams_per_connection);
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
+    // Connections per client host and in total: checked at accept (server/connection_limiter.h).
+    builder.SetOption(connection_limiter.ServerBuilderOption());
     builder.AddListeningPort(address, *credentials, bound);
     builder.RegisterService(s.shell.get());
     s.server = builder.BuildAndStart();

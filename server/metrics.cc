@@ -5,6 +5,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <exception>
+#include <string_view>
 #include <utility>
 
 namespace transposed {
@@ -156,6 +157,13 @@ Metrics::Metrics(int devices)
                       .Name("transposed_tune_seconds")
                       .Help("Wall time of tunes that began measuring, per device")
                       .Register(*registry_);
+  auto& refused = prometheus::BuildCounter()
+                      .Name("transposed_connections_refused_total")
+                      .Help("Connections closed at accept because a cap was reached, by cap "
+                            "(per_client: --max-connections-per-client, total: --max-connections)")
+                      .Register(*registry_);
+  connections_refused_per_client_ = &refused.Add({{"cap", "per_client"}});
+  connections_refused_total_ = &refused.Add({{"cap", "total"}});
   for (int d = 0; d < devices; ++d) {
     const prometheus::Labels labels{{"device", std::to_string(d)}};
     devices_.push_back(PerDevice{&hits.Add(labels), &misses.Add(labels), &started.Add(labels),
@@ -222,6 +230,12 @@ void Metrics::OnTuneFinished(int device, const Status& status, double seconds) {
   if (d == nullptr) return;
   (status.ok() ? d->tunes_completed : d->tunes_failed)->Increment();
   d->tune_seconds->Observe(seconds);
+}
+
+void Metrics::OnConnectionRefused(const char* cap) {
+  (std::string_view(cap) == "total" ? connections_refused_total_
+                                    : connections_refused_per_client_)
+      ->Increment();
 }
 
 void Metrics::OnRpcDone(const std::string& service, const std::string& method,

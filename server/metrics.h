@@ -3,10 +3,10 @@
 //
 // Counted as things happen (Metrics is the service's ServiceObserver and the interceptor's
 // RpcRecorder): requests by RPC and code, RPC latency, cache hits and misses, tunes started,
-// completed and failed, tune wall time. Read at scrape time (a Collectable over the service and
-// the store): tune queue depth and worker restarts per device, and the best ratio (winner /
-// copy ceiling) of each stored entry of this daemon's devices (at most kMaxEntrySeries, newest
-// first). Every name is listed in the README ("Metrics") and in metrics.cc.
+// completed and failed, tune wall time, connections refused at accept. Read at scrape time (a
+// Collectable over the service and the store): tune queue depth and worker restarts per device,
+// and the best ratio (winner / copy ceiling) of each stored entry of this daemon's devices (at
+// most kMaxEntrySeries, newest first). Every name is listed in the README ("Metrics") and in metrics.cc.
 //
 // Thread-safety: every method may be called from any number of threads at once. Attach() must be
 // called before Serve(); the service and store it is given must outlive the exposer, i.e. this
@@ -65,6 +65,8 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   // RpcRecorder
   void OnRpcDone(const std::string& service, const std::string& method, grpc::StatusCode code,
                  double seconds) override;
+  // A connection refused at accept by ConnectionLimiter: `cap` is "per_client" or "total".
+  void OnConnectionRefused(const char* cap);
 
  private:
   class ScrapeCollector;
@@ -88,6 +90,8 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   prometheus::Family<prometheus::Counter>* rpc_requests_;
   prometheus::Family<prometheus::Histogram>* rpc_latency_;
   std::vector<PerDevice> devices_;  // immutable after construction
+  prometheus::Counter* connections_refused_per_client_;
+  prometheus::Counter* connections_refused_total_;
 
   Mutex mu_;
   // (service, method, code name) -> its series.
