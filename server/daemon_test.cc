@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
 #include <cerrno>
 #include <cstdlib>
@@ -864,6 +865,109 @@ TEST(DaemonProcessTest, ConnectionsPerClientAreCapped) {
       << log;
   const Status stopped = d.Stop();
   EXPECT_TRUE(stopped.ok()) << stopped.ToString();
+  d.RemoveDir();
+}
+
+// A database the daemon cannot write (a read-only file in a read-only directory; as root the
+// daemon runs as nobody, since root writes anyway): it starts, serves its cache, tunes a miss and
+// answers it without storing it (the same miss tunes again), answers a CACHE_ONLY miss NOT_FOUND,
+// reports NOT_SERVING for the health service "transposed.store" and 1 for the metric, and says
+// "read-only" once in its log.
+TEST(DaemonProcessTest, ServesReadOnlyDatabase) {
+  std::string db;
+  std::string tuned_variant;
+  {
+    testing::DaemonProcess writer = StartDaemon();
+    const Status started = writer.Start();
+    ASSERT_TRUE(started.ok()) << started.ToString();
+    auto stub = DaemonTest::Connect(writer.port());
+    v1::Answer a;
+    ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &a).ok());
+    ASSERT_EQ(a.source(), v1::SOURCE_TUNED);
+    tuned_variant = a.variant().name();
+    ASSERT_TRUE(writer.Stop().ok());
+    // The stopped daemon checkpointed its WAL: the file alone is the database.
+    char tmpl[] = "/tmp/transposed_ro.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    db = std::string(tmpl) + "/cache.db";
+    fs::copy_file(writer.db(), db);
+    writer.RemoveDir();
+  }
+  const fs::path ro_dir = fs::path(db).parent_path();
+  // Not writable by the daemon: as root, owned by root and run as nobody; else read-only modes.
+  const bool root = geteuid() == 0;
+  ASSERT_EQ(chmod(db.c_str(), root ? 0644 : 0444), 0);
+  ASSERT_EQ(chmod(ro_dir.c_str(), root ? 0755 : 0555), 0);
+  const std::string db_bytes = ReadFile(db);
+
+  testing::DaemonOptions o;
+  o.binary = TRANSPOSED_BINARY;
+  o.extra_args = {"--cpu-threads", "1", "--metrics-listen", "127.0.0.1:0"};
+  o.db = db;
+  if (root) o.run_as_uid = 65534;
+  testing::DaemonProcess d(o);
+  const Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+
+  auto stub = DaemonTest::Connect(d.port());
+  v1::Answer a;
+  grpc::Status s = DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &a);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
+  EXPECT_EQ(a.variant().name(), tuned_variant);
+  for (int i = 0; i < 2; ++i) {  // a miss is tuned and answered, but not stored
+    s = DaemonTest::Get(stub.get(), DaemonTest::Request(64, 80), &a);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(a.source(), v1::SOURCE_TUNED) << "request " << i + 1;
+  }
+  EXPECT_EQ(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 80, /*cache_only=*/true), &a)
+                .error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  // Health of "transposed.store": NOT_SERVING (2); of the Transposer: SERVING (1).
+  auto health = [&](const std::string& service) {
+    grpc::GenericStub generic(grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials()));
+    const std::string encoded = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
+    grpc::Slice slice(encoded);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                      &response, [&done](grpc::Status st) { done.set_value(std::move(st)); });
+    std::string bytes;
+    std::vector<grpc::Slice> slices;
+    if (done.get_future().get().ok() && response.Dump(&slices).ok())
+      for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    return bytes;
+  };
+  EXPECT_EQ(health("transposed.store"), std::string("\x08\x02", 2));
+  EXPECT_EQ(health("transposed.v1.Transposer"), std::string("\x08\x01", 2));
+
+  std::smatch m;
+  const std::string startup_log = ReadFile(d.log());
+  ASSERT_TRUE(std::regex_search(startup_log, m, std::regex(R"(metrics on \S+ \(port (\d+)\))")))
+      << startup_log;
+  std::string error;
+  const std::string text = HttpGet(std::stoi(m[1]), "/metrics", &error);
+  ASSERT_FALSE(text.empty()) << error;
+  const auto samples = ParseMetrics(text);
+  auto it = samples.find("transposed_store_read_only");
+  ASSERT_NE(it, samples.end()) << text;
+  EXPECT_EQ(it->second, 1);
+
+  const Status stopped = d.Stop();
+  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
+  std::string log = ReadFile(d.log());
+  std::string lower = log;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  EXPECT_EQ(CountOccurrences(lower, "read-only"), 1) << log;
+  EXPECT_NE(log.find("the database is READ-ONLY"), std::string::npos) << log;
+  EXPECT_EQ(CountOccurrences(log, "tune done device=0 problem=64x80.b1.f32.ldi0.ldo0"), 2) << log;
+  EXPECT_EQ(CountOccurrences(log, "stored=no"), 2) << log;
+  EXPECT_EQ(ReadFile(db), db_bytes) << "the read-only database changed";
+  chmod(ro_dir.c_str(), 0755);
+  fs::remove_all(ro_dir);
   d.RemoveDir();
 }
 

@@ -130,10 +130,12 @@ StatusOr<std::unique_ptr<TransposeService>> TransposeService::Create(
   std::unique_ptr<TransposeService> service(
       new TransposeService(std::move(backends), store, std::move(options)));
   for (const auto& d : service->devices_) {
+    // A read-only database (main logs that once) cannot record the device: nothing to say.
+    if (!store->read_only().empty()) continue;
     Status s = store->UpsertDevice(d);
-    if (!s.ok() && (!store->read_only().empty() || s.code() == StatusCode::kUnavailable)) {
-      // A read-only or locked database still serves its cache; the tune that saves an entry of
-      // this device records the device too.
+    if (!s.ok() && s.code() == StatusCode::kUnavailable) {
+      // A locked database still serves its cache; the tune that saves an entry of this device
+      // records the device too.
       spdlog::warn("device {} not recorded in the store: {}", d.index, s.ToString());
       continue;
     }
@@ -611,7 +613,8 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (result.ok()) {
       result->device = devices_[device];
-      Status saved = store_->SaveTune(*result);
+      // A read-only database (said once at start): the answer is served, not stored.
+      Status saved = store_->read_only().empty() ? store_->SaveTune(*result) : Status::OK();
       if (!saved.ok()) {
         // The answer is still good; the next request will tune again.
         spdlog::error("tune device={} problem={}: saving the result failed: {}", device, key,
@@ -620,10 +623,11 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       tunes_completed_.fetch_add(1);
       spdlog::info(
           "tune done device={} problem={} variant={} gbps={:.2f} ceiling_gbps={:.2f} "
-          "seconds={:.3f} tried={} of={} valid={} previous={} previous_kept={}",
+          "seconds={:.3f} tried={} of={} valid={} previous={} previous_kept={} stored={}",
           device, key, result->best.name, result->gbps(), result->ceiling_gbps(),
           result->tune_seconds, result->tried, result->total, result->valid,
-          options.incumbent.empty() ? "-" : options.incumbent, result->incumbent_kept);
+          options.incumbent.empty() ? "-" : options.incumbent, result->incumbent_kept,
+          store_->read_only().empty() && saved.ok() ? "yes" : "no");
     } else {
       tunes_failed_.fetch_add(1);
       spdlog::info("tune failed device={} problem={} status={}", device, key,

@@ -76,14 +76,21 @@ Status DaemonProcess::Start() {
   dir_ = buf.data();
   const fs::path port_file = dir_ / "port";
 
-  std::vector<std::string> argv = {options_.binary,
+  std::vector<std::string> argv;
+  if (options_.run_as_uid >= 0) {
+    const std::string id = std::to_string(options_.run_as_uid);
+    if (chown(dir_.c_str(), options_.run_as_uid, options_.run_as_uid) != 0)
+      return Status::Internal("chown " + dir_.string() + ": " + std::strerror(errno));
+    argv = {"setpriv", "--reuid", id, "--regid", id, "--clear-groups", "--"};
+  }
+  argv.insert(argv.end(), {options_.binary,
                                    "--listen", "127.0.0.1:0",
                                    "--port-file", port_file.string(),
                                    "--db", db().string(),
                                    "--backend", options_.backend,
                                    "--log-file", log().string(),
                                    "--log-level", "info",
-                                   "--tune-budget", std::to_string(options_.tune_budget_seconds)};
+                                   "--tune-budget", std::to_string(options_.tune_budget_seconds)});
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
@@ -97,7 +104,7 @@ Status DaemonProcess::Start() {
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     pid_ = -1;

@@ -30,6 +30,11 @@ struct DaemonOptions {
   // > 0: the daemon's descriptor limit, soft and hard (RLIMIT_NOFILE, set with prlimit(2) right
   // after the spawn, so the daemon cannot raise it), to test running out of descriptors.
   uint64_t max_open_files = 0;
+  // The database (--db); empty: cache.db in the temporary directory.
+  std::string db;
+  // >= 0: the daemon runs as this user and group id (through setpriv(1), which needs root), and
+  // the temporary directory is handed to that user; to test file modes that root would ignore.
+  int run_as_uid = -1;
 };
 
 class DaemonProcess {
@@ -51,7 +56,9 @@ class DaemonProcess {
   int port() const { return port_; }
   pid_t pid() const { return pid_; }  // -1 when not running
   const std::filesystem::path& dir() const { return dir_; }
-  std::filesystem::path db() const { return dir_ / "cache.db"; }
+  std::filesystem::path db() const {
+    return options_.db.empty() ? dir_ / "cache.db" : std::filesystem::path(options_.db);
+  }
   std::filesystem::path log() const { return dir_ / "daemon.log"; }
   // Removes the temporary directory (call after Stop when the test passed).
   void RemoveDir();
