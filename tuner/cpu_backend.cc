@@ -143,6 +143,8 @@ using Byte = unsigned char;
 constexpr int kTiles[] = {8, 16, 32, 64, 128};
 // L2 blocks of the SIMD candidates, in micro-tiles (64 x 64 bytes each): 1 (none), 4, 16.
 constexpr int kSimdBlocks[] = {1, 4, 16};
+// Column-walk blocks of the SIMD candidates: {output run, input run} in bytes.
+constexpr std::pair<int, int> kSimdRuns[] = {{256, 512}, {512, 256}, {1024, 512}};
 // Warm-up runs stop after this much time (but at least one runs): a large problem's first run
 // already faults in the pages and wakes the workers.
 constexpr double kWarmupSeconds = 0.005;
@@ -294,10 +296,11 @@ Status Tiled(const Layout& L, int threads, const Byte* in, Byte* out, ThreadPool
   return Status::OK();
 }
 
-// SIMD candidates: the batch's matrices are cut into L2 blocks of (block x M)^2 elements (M: the
-// micro-tile edge), numbered batch-major, then by block row and block column; each thread takes a
-// contiguous range of them, and the level's kernel transposes each block micro-tile by
-// micro-tile.
+// SIMD candidates: the batch's matrices are cut into L2 blocks, numbered batch-major, then by
+// block row and block column; each thread takes a contiguous range of them. Square blocks
+// (c.block x M elements a side, M: the micro-tile edge) go to the level's RectFn; column-walk
+// blocks (c.wrun / E rows x c.rrun / E columns) to its WalkFn, each with the thread's next block
+// to prefetch.
 Status RunSimd(const CpuConfig& c, const Layout& L, int elem, const Byte* in, Byte* out,
                ThreadPool* pool) {
   const auto isa = static_cast<cpu_simd::Isa>(c.isa);
@@ -305,21 +308,36 @@ Status RunSimd(const CpuConfig& c, const Layout& L, int elem, const Byte* in, By
     return Status::InvalidArgument(std::string("cpu: this CPU cannot run ") +
                                    cpu_simd::IsaName(isa) + " code");
   const cpu_simd::RectFn rect = cpu_simd::RectKernel(isa);
-  const int64_t edge = int64_t{cpu_simd::MicroEdge(isa, elem)} * c.block;
-  const int64_t block_rows = (L.rows + edge - 1) / edge;
-  const int64_t block_cols = (L.cols + edge - 1) / edge;
+  const cpu_simd::WalkFn walk = cpu_simd::WalkKernel(isa);
+  const bool walking = c.wrun > 0;
+  const int64_t square = int64_t{cpu_simd::MicroEdge(isa, elem)} * c.block;
+  const int64_t edge_i = walking ? c.wrun / elem : square;
+  const int64_t edge_j = walking ? c.rrun / elem : square;
+  const int64_t block_rows = (L.rows + edge_i - 1) / edge_i;
+  const int64_t block_cols = (L.cols + edge_j - 1) / edge_j;
   const int64_t per_mat = block_rows * block_cols;
   const int64_t total = L.batch * per_mat;
   const bool nt = c.nt && cpu_simd::NtAligned(out, L.ldo, elem);
+  auto mat = [&](int64_t t) {
+    const int64_t b = t / per_mat;
+    return cpu_simd::Mat{in + b * L.in_mat * elem, out + b * L.out_mat * elem, L.ldi, L.ldo, elem};
+  };
+  auto box = [&](int64_t t) {
+    const int64_t r = t % per_mat;
+    const int64_t i0 = (r / block_cols) * edge_i;
+    const int64_t j0 = (r % block_cols) * edge_j;
+    return cpu_simd::Box{i0, std::min(L.rows, i0 + edge_i), j0, std::min(L.cols, j0 + edge_j)};
+  };
   auto range = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t b = t / per_mat;
-      const int64_t r = t % per_mat;
-      const int64_t i0 = (r / block_cols) * edge;
-      const int64_t j0 = (r % block_cols) * edge;
-      const cpu_simd::Mat m{in + b * L.in_mat * elem, out + b * L.out_mat * elem, L.ldi, L.ldo,
-                            elem};
-      rect(m, i0, std::min(L.rows, i0 + edge), j0, std::min(L.cols, j0 + edge), nt);
+      const cpu_simd::Mat m = mat(t);
+      const cpu_simd::Box b = box(t);
+      if (walking) {
+        const cpu_simd::Mat next_m = mat(t + 1);
+        walk(m, b, nt, t + 1 < end ? &next_m : nullptr, box(t + 1));
+      } else {
+        rect(m, b.i0, b.i1, b.j0, b.j1, nt);
+      }
     }
     if (nt) cpu_simd::FinishStreaming();
   };
@@ -781,7 +799,8 @@ class CpuSession : public Session {
 
 namespace {
 
-// "cpu.{isa}.b{B}.t{N}[.nt]"; nullopt if the name is not of that form.
+// "cpu.{isa}.b{B}.t{N}[.nt]" or "cpu.{isa}.w{W}.r{R}.t{N}[.nt]"; nullopt if the name is not of
+// either form.
 std::optional<CpuConfig> ParseSimdName(std::string_view name) {
   std::vector<std::string_view> parts;
   for (size_t start = 0;;) {
@@ -790,7 +809,7 @@ std::optional<CpuConfig> ParseSimdName(std::string_view name) {
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
-  if (parts.size() < 4 || parts.size() > 5 || parts[0] != "cpu") return std::nullopt;
+  if (parts.size() < 4 || parts.size() > 6 || parts[0] != "cpu") return std::nullopt;
   CpuConfig c;
   c.kind = CpuConfig::Kind::kSimd;
   bool found = false;
@@ -800,17 +819,36 @@ std::optional<CpuConfig> ParseSimdName(std::string_view name) {
       found = true;
     }
   }
-  if (!found || parts[2].size() < 2 || parts[2][0] != 'b' || parts[3].size() < 2 ||
-      parts[3][0] != 't')
-    return std::nullopt;
-  const std::optional<int64_t> block = ParseInt(parts[2].substr(1));
-  const std::optional<int64_t> threads = ParseInt(parts[3].substr(1));
-  if (!block || !threads || *block < 1 || *block > 64 || *threads < 1 || *threads > 4096)
-    return std::nullopt;
-  if (parts.size() == 5 && parts[4] != "nt") return std::nullopt;
-  c.block = static_cast<int>(*block);
+  if (!found) return std::nullopt;
+  // A number after a one-letter prefix: "b16" -> 16.
+  auto field = [](std::string_view part, char prefix) -> std::optional<int64_t> {
+    if (part.size() < 2 || part[0] != prefix) return std::nullopt;
+    return ParseInt(part.substr(1));
+  };
+  size_t next = 3;
+  if (const std::optional<int64_t> block = field(parts[2], 'b')) {
+    if (*block < 1 || *block > 64) return std::nullopt;
+    c.block = static_cast<int>(*block);
+  } else {
+    const std::optional<int64_t> w = field(parts[2], 'w');
+    const std::optional<int64_t> r = parts.size() > 3 ? field(parts[3], 'r') : std::nullopt;
+    if (!w || !r || *w < 64 || *r < 64 || *w > kCpuMaxRunBytes || *r > kCpuMaxRunBytes ||
+        *w % 64 != 0 || *r % 64 != 0)
+      return std::nullopt;
+    c.wrun = static_cast<int>(*w);
+    c.rrun = static_cast<int>(*r);
+    next = 4;
+  }
+  if (parts.size() <= next) return std::nullopt;
+  const std::optional<int64_t> threads = field(parts[next], 't');
+  if (!threads || *threads < 1 || *threads > 4096) return std::nullopt;
   c.threads = static_cast<int>(*threads);
-  c.nt = parts.size() == 5;
+  if (parts.size() == next + 2) {
+    if (parts[next + 1] != "nt") return std::nullopt;
+    c.nt = true;
+  } else if (parts.size() != next + 1) {
+    return std::nullopt;
+  }
   return c;
 }
 
@@ -832,9 +870,17 @@ Candidate CpuConfig::ToCandidate() const {
       c.params = {{"tile", tile}, {"threads", threads}, {"colwrite", 0}};
       break;
     case Kind::kSimd:
-      c.name = std::string("cpu.") + cpu_simd::IsaName(static_cast<cpu_simd::Isa>(isa)) + ".b" +
-               std::to_string(block) + ".t" + std::to_string(threads) + (nt ? ".nt" : "");
-      c.params = {{"isa", isa}, {"block", block}, {"threads", threads}, {"nt", nt ? 1 : 0}};
+      c.name = std::string("cpu.") + cpu_simd::IsaName(static_cast<cpu_simd::Isa>(isa)) +
+               (wrun > 0 ? ".w" + std::to_string(wrun) + ".r" + std::to_string(rrun)
+                         : ".b" + std::to_string(block)) +
+               ".t" + std::to_string(threads) + (nt ? ".nt" : "");
+      c.params = {{"isa", isa}, {"threads", threads}, {"nt", nt ? 1 : 0}};
+      if (wrun > 0) {
+        c.params["wrun"] = wrun;
+        c.params["rrun"] = rrun;
+      } else {
+        c.params["block"] = block;
+      }
       break;
     case Kind::kTestSkipLast:
       c.name = "cpu.test.skiplast";
@@ -1043,30 +1089,50 @@ std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
   const int all = parallel ? max_threads_ : 1;
   const cpu_simd::Isa best = isas_.back();
 
-  // SIMD: the best level in every blocking smaller than the matrix, on all threads; streaming
-  // stores where the output rows allow them and the output exceeds the last-level cache; for
-  // parallel problems one single-threaded and (where the CPU has a wider level) one base-level
-  // candidate for comparison.
+  // SIMD: the best level on all threads, in every square blocking smaller than the matrix (but
+  // not row by row, b1, for parallel problems, where it never wins: each output line is written
+  // alone) and in each column-walk shape whose block is smaller than the matrix; streaming stores
+  // where the output rows allow them and the output is at least kCpuMinStreamingBytes (the timed
+  // runs are of cold caches: from there on streaming stores may win, the tuner decides). For
+  // parallel problems also one single-threaded and (where the CPU has a wider level) one
+  // base-level candidate, for comparison.
   CpuConfig c;
   c.kind = CpuConfig::Kind::kSimd;
   c.isa = static_cast<int>(best);
   c.threads = all;
   const bool nt = valid && (p.out_ld() * p.elem_size()) % 64 == 0 &&
-                  p.out_alloc_bytes() > llc_bytes_;
-  const int64_t micro = valid ? cpu_simd::MicroEdge(best, p.elem_size()) : 1;
-  int64_t covered = 0;  // the previous block's edge in elements
-  for (int block : kSimdBlocks) {
-    // A block as large as the matrix walks it like the previous one: skip the duplicate.
-    if (valid && covered >= std::max(p.rows, p.cols)) break;
-    covered = micro * block;
-    c.block = block;
+                  p.out_alloc_bytes() >= kCpuMinStreamingBytes;
+  auto push = [&] {
     c.nt = false;
     out.push_back(c.ToCandidate());
     if (nt) {
       c.nt = true;
       out.push_back(c.ToCandidate());
     }
+  };
+  const int64_t micro = valid ? cpu_simd::MicroEdge(best, p.elem_size()) : 1;
+  int64_t covered = 0;  // the previous block's edge in elements
+  for (int block : kSimdBlocks) {
+    // A block as large as the matrix walks it like the previous one: skip the duplicate.
+    if (valid && covered >= std::max(p.rows, p.cols)) break;
+    covered = micro * block;
+    if (parallel && block == 1) continue;
+    c.block = block;
+    push();
   }
+  c.block = 1;
+  bool whole = false;  // a previous shape's block already covers the whole matrix
+  for (const auto& [wrun, rrun] : kSimdRuns) {
+    const bool covers =
+        valid && p.rows * p.elem_size() <= wrun && p.cols * p.elem_size() <= rrun;
+    if (covers && whole) continue;
+    whole = whole || covers;
+    c.wrun = wrun;
+    c.rrun = rrun;
+    push();
+  }
+  c.wrun = 0;
+  c.rrun = 0;
   c.nt = false;
   c.block = kSimdBlocks[1];
   if (parallel) {
@@ -1086,6 +1152,9 @@ std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
   c.threads = all;
   for (int tile : kTiles) {
     if (parallel && tile != 32 && tile != 64) continue;
+    // Above kCpuMaxNaiveBytes the scalar blocks are 10 to 30 times slower than the SIMD ones and
+    // each of their runs costs as much tune time as a dozen SIMD runs.
+    if (valid && p.bytes() > kCpuMaxNaiveBytes) break;
     c.tile = tile;
     out.push_back(c.ToCandidate());
   }

@@ -7,6 +7,10 @@
 //                             (L1), walked in B x B blocks of micro-tiles (L2; B = 1: row by
 //                             row), on N threads; .nt: streaming stores, offered when the output
 //                             rows are 64-byte aligned and the output exceeds the last-level cache
+//   cpu.{isa}.w{W}.r{R}.t{N}[.nt]  the same micro-tiles in blocks of W / E input rows x R / E
+//                             input columns (W, R in bytes), each walked column by column so that
+//                             every output row gets one W-byte run, while the thread's next block
+//                             is prefetched into L2 row by row in R-byte runs
 //   cpu.tile{T}.t{N}          T x T scalar cache blocks, T in {8,16,32,64,128} (portable)
 //   cpu.naive                 row loop: reads contiguous input, writes strided output
 //   cpu.naive.colwrite        column loop: reads strided input, writes contiguous output
@@ -60,8 +64,13 @@ struct CpuBackendOptions {
 
 // Problems smaller than this get single-threaded candidates only.
 inline constexpr int64_t kCpuMinParallelBytes = 256 * 1024;
-// Problems larger than this get no naive candidates (they cannot win and take long to time).
+// Problems larger than this get no naive and no scalar-tile candidates (they cannot win and take
+// long to time).
 inline constexpr int64_t kCpuMaxNaiveBytes = 4 << 20;
+// Outputs of at least this many bytes (with 64-byte aligned rows) get streaming-store variants.
+inline constexpr int64_t kCpuMinStreamingBytes = 1 << 20;
+// Largest run (bytes) of a column-walk SIMD candidate's block side (cpu.{isa}.w{W}.r{R}...).
+inline constexpr int kCpuMaxRunBytes = 64 << 10;
 // Upper bound of a session's rotating measurement buffers.
 inline constexpr int64_t kCpuMaxRotationBytes = int64_t{1} << 30;
 
@@ -72,8 +81,12 @@ struct CpuConfig {
   int tile = 0;     // kTiled only
   int threads = 1;  // kTiled and kSimd only may use more than one
   int isa = 0;      // kSimd: cpu_simd::Isa
-  int block = 1;    // kSimd: L2 block edge in micro-tiles
+  int block = 1;    // kSimd: L2 block edge in micro-tiles (when wrun == 0)
   bool nt = false;  // kSimd: streaming stores
+  // kSimd, column walk (when > 0): blocks of wrun / E input rows x rrun / E input columns (bytes,
+  // multiples of 64), walked column by column with the next block prefetched (cpu_simd::WalkFn).
+  int wrun = 0;
+  int rrun = 0;
 
   Candidate ToCandidate() const;
   // Parses a candidate's name; its params must agree. INVALID_ARGUMENT when unknown.

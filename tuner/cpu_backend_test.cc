@@ -31,8 +31,10 @@ Problem Make(int64_t rows, int64_t cols, int esize, int64_t batch = 1, int64_t l
   return p;
 }
 
-// The shapes every candidate must get right: degenerate, odd, batched, strided, and one large
-// enough (>= kCpuMinParallelBytes even at 1 byte per element) for the multi-threaded candidates.
+// The shapes every candidate must get right: degenerate, odd, batched, strided, one large
+// enough (>= kCpuMinParallelBytes even at 1 byte per element) for the multi-threaded candidates,
+// and two whose output (>= kCpuMinStreamingBytes, 64-byte aligned rows, odd column counts, one
+// batched with gaps on both sides) gets the streaming-store candidates at every element size.
 std::vector<Problem> Shapes(int esize) {
   return {Make(1, 1, esize),
           Make(1, 300, esize),
@@ -42,7 +44,9 @@ std::vector<Problem> Shapes(int esize) {
           Make(17, 23, esize, 3),
           Make(19, 21, esize, 1, 29, 24),
           Make(9, 40, esize, 4, 41, 13),
-          Make(520, 515, esize)};
+          Make(520, 515, esize),
+          Make(1024, 1031, esize),
+          Make(320, 1029, esize, 2, 1030, 1088)};
 }
 
 std::vector<Byte> RandomBytes(int64_t n, uint32_t seed) {
@@ -75,7 +79,7 @@ TEST(CpuBackendTest, EveryCandidateIsCorrectOnEveryShapeAndElementSize) {
   o.max_threads = 4;  // multi-threaded candidates even on a small machine
   CpuBackend backend(o);
   for (int es : {1, 2, 4, 8, 16}) {
-    int multi_threaded = 0;
+    int multi_threaded = 0, streaming = 0, walks = 0;
     for (const Problem& p : Shapes(es)) {
       StatusOr<std::unique_ptr<Session>> s = backend.Open(p);
       ASSERT_TRUE(s.ok()) << p.ToString() << ": " << s.status().ToString();
@@ -83,26 +87,37 @@ TEST(CpuBackendTest, EveryCandidateIsCorrectOnEveryShapeAndElementSize) {
         Status st = (*s)->Check(c);
         EXPECT_TRUE(st.ok()) << c.name << " on " << p.ToString() << ": " << st.ToString();
         if (c.params.at("threads") > 1) ++multi_threaded;
+        if (c.params.count("nt") && c.params.at("nt") == 1) ++streaming;
+        if (c.params.count("wrun")) ++walks;
       }
     }
     EXPECT_GE(multi_threaded, 4) << "element size " << es;  // 3 SIMD blockings + 2 tiles on 4
+    EXPECT_GE(streaming, 10) << "element size " << es;  // 5 layouts on each of the last 2 shapes
+    EXPECT_GE(walks, 12) << "element size " << es;      // 3 shapes x (plain, nt) on 2 shapes
   }
 }
 
-// Every SIMD configuration (each level this CPU has, every blocking, plain and streaming stores,
-// one and three threads) on odd, degenerate, batched and strided shapes, with the buffers aligned
-// and misaligned, bit-exact against the reference, for every element size.
+// Every SIMD configuration (each level this CPU has, every square blocking and column-walk
+// shape, plain and streaming stores, one and three threads) on odd, degenerate, batched and
+// strided shapes, with the buffers aligned and misaligned, bit-exact against the reference, for
+// every element size.
 TEST(CpuSimdTest, EveryConfigurationMatchesTheReference) {
   ThreadPool pool(3);
   std::vector<CpuConfig> configs;
+  // {block, wrun, rrun}: the square blockings, then column walks (the backend's shapes, a
+  // one-line shape, and runs that are not a power of two).
+  const int layouts[][3] = {{1, 0, 0},     {4, 0, 0},      {16, 0, 0},   {1, 256, 512},
+                            {1, 512, 256}, {1, 1024, 512}, {1, 64, 64},  {1, 192, 320}};
   for (cpu_simd::Isa isa : cpu_simd::SupportedIsas())
-    for (int block : {1, 4, 16})
+    for (const auto& layout : layouts)
       for (bool nt : {false, true})
         for (int threads : {1, 3}) {
           CpuConfig c;
           c.kind = CpuConfig::Kind::kSimd;
           c.isa = static_cast<int>(isa);
-          c.block = block;
+          c.block = layout[0];
+          c.wrun = layout[1];
+          c.rrun = layout[2];
           c.nt = nt;
           c.threads = threads;
           configs.push_back(c);
@@ -185,16 +200,22 @@ TEST(CpuBackendTest, MultiThreadedCandidatesOnlyForLargeProblems) {
   const std::set<std::string> large = names(Make(1024, 1024, 4));
   for (std::string n : {"cpu.tile32.t8", "cpu.tile64.t8", "cpu.naive"})
     EXPECT_TRUE(large.count(n)) << n;
-  for (const char* b : {".b1.t8", ".b4.t8", ".b16.t8", ".b4.t1"})
+  for (const char* b : {".b4.t8", ".b16.t8", ".b4.t1", ".w256.r512.t8", ".w512.r256.t8",
+                        ".w1024.r512.t8", ".b4.t8.nt", ".w256.r512.t8.nt"})
     EXPECT_TRUE(large.count("cpu." + best + b)) << best << b;
+  EXPECT_FALSE(large.count("cpu." + best + ".b1.t8"));  // row by row never wins in parallel
   EXPECT_FALSE(large.count("cpu.tile8.t8"));
-  // Above kCpuMaxNaiveBytes: no naive loops. Output above the last-level cache with 64-byte rows:
-  // streaming-store variants too.
+  // Outputs below kCpuMinStreamingBytes: no streaming stores.
+  for (const Candidate& c : backend.Candidates(Make(256, 512, 4)))
+    EXPECT_EQ(c.name.find(".nt"), std::string::npos) << c.name;
+  // Above kCpuMaxNaiveBytes: no naive loops, no scalar tiles. Streaming-store variants.
   const Problem huge = Make(4096, 4096, 4);
   const std::set<std::string> h = names(huge);
   EXPECT_FALSE(h.count("cpu.naive"));
   EXPECT_FALSE(h.count("cpu.naive.colwrite"));
+  EXPECT_FALSE(h.count("cpu.tile32.t8"));
   EXPECT_TRUE(h.count("cpu." + best + ".b4.t8.nt"));
+  EXPECT_TRUE(h.count("cpu." + best + ".w1024.r512.t8.nt"));
   EXPECT_LE(h.size(), 12u);  // few candidates: a 64 MiB tune must stay quick
   for (const Candidate& c : backend.Candidates(Make(4097, 4096, 4)))  // odd output ld: no .nt
     EXPECT_EQ(c.name.find(".nt"), std::string::npos) << c.name;
@@ -225,16 +246,27 @@ TEST(CpuConfigTest, NamesAndParamsRoundTrip) {
     // The name alone is enough.
     EXPECT_TRUE(CpuConfig::FromCandidate({c.name, {}}).ok()) << c.name;
   }
-  for (const char* good : {"cpu.sse2.b1.t1", "cpu.avx2.b4.t2.nt", "cpu.avx512.b16.t8"}) {
+  for (const char* good : {"cpu.sse2.b1.t1", "cpu.avx2.b4.t2.nt", "cpu.avx512.b16.t8",
+                           "cpu.avx512.w1024.r512.t2.nt", "cpu.sse2.w64.r65536.t1"}) {
     StatusOr<CpuConfig> c = CpuConfig::FromCandidate({good, {}});
     ASSERT_TRUE(c.ok()) << good;
     EXPECT_EQ(c->kind, CpuConfig::Kind::kSimd);
     EXPECT_EQ(c->ToCandidate().name, good);
   }
+  StatusOr<CpuConfig> walk = CpuConfig::FromCandidate({"cpu.avx2.w512.r256.t3", {}});
+  ASSERT_TRUE(walk.ok());
+  EXPECT_EQ(walk->wrun, 512);
+  EXPECT_EQ(walk->rrun, 256);
+  EXPECT_EQ(walk->threads, 3);
+  EXPECT_FALSE(walk->nt);
   for (const char* bad : {"", "cpu.tile", "cpu.tile33.t1", "cpu.tile32.t0", "cpu.tile32.tx",
                           "cpu.tile32", "gpu.tile32.t1", "cpu.naive.x", "cpu.sse2.b0.t1",
                           "cpu.sse2.b01.t1", "cpu.mmx.b1.t1", "cpu.avx2.b4.t2.x", "cpu.avx2.b4",
-                          "cpu.avx2.b4.t0", "cpu.avx2.b4.t1.nt.nt", "cpu.sse2.4.t1"}) {
+                          "cpu.avx2.b4.t0", "cpu.avx2.b4.t1.nt.nt", "cpu.sse2.4.t1",
+                          "cpu.sse2.w512.t1", "cpu.sse2.w512.r.t1", "cpu.sse2.w100.r512.t1",
+                          "cpu.sse2.w0.r512.t1", "cpu.sse2.w512.r131072.t1",
+                          "cpu.sse2.r512.w512.t1", "cpu.sse2.w512.r512.b4.t1",
+                          "cpu.sse2.w0512.r512.t1", "cpu.sse2.w512.r512.t1.nt.x"}) {
     EXPECT_EQ(CpuConfig::FromCandidate({bad, {}}).status().code(), StatusCode::kInvalidArgument)
         << bad;
   }

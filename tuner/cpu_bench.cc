@@ -4,12 +4,18 @@
 // tune, the ratio, the winner's rel_spread, whether the answer is flagged noisy, the tune's wall
 // time and the 1-minute load average before the tune. The last line gives the median rel_spread
 // of the winners and the worst ratio per element size.
+// --all: instead of tuning, measures every candidate of each problem (or only those named with
+// --candidate, repeatable) and the ceiling side by side in `--rounds` rounds (default 5), each
+// round rotating who goes first, with the tuner's final-pass options; prints each candidate's
+// median GB/s over all its samples and its ratio to the ceiling's.
 //   cpu_bench [--only SUBSTRING] [--threads N] [--budget SECONDS]
+//             [--all [--candidate NAME]... [--rounds N]]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,8 +40,67 @@ Problem Square(int64_t n, DType t) {
   return p;
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// --all: every candidate (or the named ones) and the ceiling, interleaved round by round.
+int MeasureAll(CpuBackend& backend, const Problem& p, const std::vector<std::string>& names,
+               const TuneOptions& to, int rounds) {
+  StatusOr<std::unique_ptr<Session>> s = backend.Open(p);
+  if (!s.ok()) {
+    std::printf("%s: %s\n", p.ToString().c_str(), s.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<Candidate> cands;
+  if (names.empty()) {
+    cands = backend.Candidates(p);
+  } else {
+    for (const std::string& n : names) cands.push_back({n, {}});
+  }
+  for (const Candidate& c : cands) {
+    Status st = (*s)->Check(c);
+    if (!st.ok()) {
+      std::printf("%s: %s\n", c.name.c_str(), st.ToString().c_str());
+      return 1;
+    }
+  }
+  const size_t n = cands.size();
+  std::vector<std::vector<double>> samples(n + 1);  // [n]: the ceiling
+  const double load = LoadAverage();
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k <= n; ++k) {
+      const size_t who = (k + static_cast<size_t>(round)) % (n + 1);
+      StatusOr<Measurement> m = who == n ? (*s)->MeasureCeiling(to.final)
+                                         : (*s)->Measure(cands[who], to.final);
+      if (!m.ok()) {
+        std::printf("%s: %s\n", who == n ? "ceiling" : cands[who].name.c_str(),
+                    m.status().ToString().c_str());
+        return 1;
+      }
+      samples[who].push_back(m->median_s);
+    }
+  }
+  const double bytes = 2.0 * static_cast<double>(p.bytes());
+  const double ceiling = bytes / Median(samples[n]) / 1e9;
+  std::printf("## %s, %d rounds, load %.2f -> %.2f; memcpy %.2f GB/s\n", p.ToString().c_str(),
+              rounds, load, LoadAverage(), ceiling);
+  for (size_t k = 0; k < n; ++k) {
+    const double gbps = bytes / Median(samples[k]) / 1e9;
+    std::printf("%-28s %8.2f %6.3f\n", cands[k].name.c_str(), gbps, gbps / ceiling);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   std::string only;
+  bool all = false;
+  int rounds = 5;
+  std::vector<std::string> names;
   CpuBackendOptions bo;
   TuneOptions to;
   for (int i = 1; i < argc; ++i) {
@@ -46,8 +111,16 @@ int Main(int argc, char** argv) {
       bo.max_threads = std::atoi(argv[++i]);
     } else if (a == "--budget" && i + 1 < argc) {
       to.budget_seconds = std::atof(argv[++i]);
+    } else if (a == "--all") {
+      all = true;
+    } else if (a == "--candidate" && i + 1 < argc) {
+      names.push_back(argv[++i]);
+    } else if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: cpu_bench [--only SUBSTRING] [--threads N] [--budget S]\n");
+      std::fprintf(stderr,
+                   "usage: cpu_bench [--only SUBSTRING] [--threads N] [--budget S] "
+                   "[--all [--candidate NAME]... [--rounds N]]\n");
       return 2;
     }
   }
@@ -56,11 +129,18 @@ int Main(int argc, char** argv) {
   std::printf("# %s, %s threads, simd %s, library %s\n", d.name.c_str(),
               d.attributes.at("threads_max").c_str(), d.attributes.at("simd").c_str(),
               d.library_version.c_str());
-  std::printf("%-22s %-22s %8s %8s %6s %6s %5s %6s %5s\n", "problem", "winner", "GB/s", "memcpy",
-              "ratio", "spread", "noisy", "tune_s", "load");
   std::vector<Problem> problems;
   for (DType t : {DType::kF32, DType::kF64, DType::kU8, DType::kF16, DType::kC128})
     for (int64_t n : {2048, 4096}) problems.push_back(Square(n, t));
+  if (all) {
+    int failures = 0;
+    for (const Problem& p : problems)
+      if (only.empty() || p.ToString().find(only) != std::string::npos)
+        failures += MeasureAll(backend, p, names, to, rounds);
+    return failures > 0 ? 1 : 0;
+  }
+  std::printf("%-22s %-22s %8s %8s %6s %6s %5s %6s %5s\n", "problem", "winner", "GB/s", "memcpy",
+              "ratio", "spread", "noisy", "tune_s", "load");
   std::vector<double> spreads;
   std::map<int, double> worst;
   int failures = 0;
@@ -84,10 +164,7 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
   if (!spreads.empty()) {
-    std::sort(spreads.begin(), spreads.end());
-    const size_t n = spreads.size();
-    const double median = n % 2 ? spreads[n / 2] : 0.5 * (spreads[n / 2 - 1] + spreads[n / 2]);
-    std::printf("# median rel_spread %.3f;", median);
+    std::printf("# median rel_spread %.3f;", Median(spreads));
     for (const auto& [es, ratio] : worst) std::printf(" worst ratio %dB %.3f;", es, ratio);
     std::printf(" load %.2f\n", LoadAverage());
   }

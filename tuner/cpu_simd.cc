@@ -66,6 +66,23 @@ RectFn RectKernel(Isa isa) {
   return &RectBase;
 }
 
+WalkFn WalkKernel(Isa isa) {
+  switch (isa) {
+    case Isa::kBase:
+      return &WalkBase;
+#if defined(__x86_64__)
+    case Isa::kAvx2:
+      return &WalkAvx2;
+    case Isa::kAvx512:
+      return &WalkAvx512;
+#else
+    default:
+      break;
+#endif
+  }
+  return &WalkBase;
+}
+
 int BlockEdge(Isa isa, int elem) {
   switch (isa) {
     case Isa::kBase:

@@ -42,6 +42,18 @@ struct Mat {
 // FinishStreaming() once after the last call of a thread.
 using RectFn = void (*)(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool nt);
 RectFn RectKernel(Isa isa);
+// A rectangle of one matrix: input rows [i0, i1) x input columns [j0, j1).
+struct Box {
+  int64_t i0, i1, j0, j1;
+};
+// Transposes the block `b` of `m` like RectFn, but walks its micro-tiles column by column
+// (micro-tile columns outer, rows inner), so that each output row's share of the block is written
+// as one run of (i1 - i0) elements, and, spread evenly over the block's micro-tiles, prefetches
+// into L2 every input line of the block `next` of `next_m` (the block this thread does next; none
+// if next_m is null), so that the next block's reads overlap this block's writes and its input
+// is read row by row in runs of (j1 - j0) elements. Same contract for nt as RectFn.
+using WalkFn = void (*)(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& next);
+WalkFn WalkKernel(Isa isa);
 // Micro-tile edge in elements (64 / elem, at least the register block edge).
 int MicroEdge(Isa isa, int elem);
 // Register block edge K in elements.
@@ -53,11 +65,14 @@ bool NtAligned(const unsigned char* out, int64_t ldo, int elem);
 
 // Per-level entry points (cpu_simd_<level>.cc).
 void RectBase(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool nt);
+void WalkBase(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& next);
 int BlockEdgeBase(int elem);
 #if defined(__x86_64__)
 void RectAvx2(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool nt);
+void WalkAvx2(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& next);
 int BlockEdgeAvx2(int elem);
 void RectAvx512(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool nt);
+void WalkAvx512(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& next);
 int BlockEdgeAvx512(int elem);
 #endif
 

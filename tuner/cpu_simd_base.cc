@@ -8,6 +8,10 @@ void RectBase(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool
   Rect(m, i0, i1, j0, j1, nt);
 }
 
+void WalkBase(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& next) {
+  Walk(m, b, nt, next_m, next);
+}
+
 int BlockEdgeBase(int elem) { return BlockEdgeOf(elem); }
 
 }  // namespace transposed::cpu_simd

@@ -165,25 +165,125 @@ inline void StreamLine(Byte* dst, const Byte* src) {
 // hardware prefetchers track.
 constexpr int kPrefetchLines = 2;
 
+// Calls f(std::integral_constant<int, I>) for I = 0..N-1, unrolled at compile time.
+template <typename F, int... I>
+inline __attribute__((always_inline)) void UnrollImpl(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, typename F>
+inline __attribute__((always_inline)) void Unroll(F&& f) {
+  UnrollImpl(f, std::make_integer_sequence<int, N>{});
+}
+
+#if TR_SIMD_VECTOR_BYTES == 64 && defined(__AVX512BW__)
+// AVX-512 micro-tile for 1- and 2-byte elements (the register block of 16 x 16 in xmm/ymm would
+// take 4 to 8 times the shuffles). The M x 64-byte tile is four groups of G = 16 / E rows, one zmm
+// per row. Phase 1, per group: G zmm loads and log2(G) interleave stages of unpck (each acts
+// within the four 128-bit lanes at once), after which register j's lane c holds the group's
+// share (16 bytes) of output row c * G + j; the G registers go to an aligned scratch tile in L1
+// (whole 64-byte stores, so the loads of phase 2 forward from them). Phase 2, per j: the four
+// groups' registers j, a 4 x 4 transpose of 128-bit lanes (8 vshufi64x2), are output rows
+// j, G + j, 2G + j, 3G + j, stored whole (or streamed) straight from the registers.
+template <int E>
+inline __m512i UnpackLo(__m512i a, __m512i b) {
+  if constexpr (E == 1) return _mm512_unpacklo_epi8(a, b);
+  else return _mm512_unpacklo_epi16(a, b);
+}
+template <int E>
+inline __m512i UnpackHi(__m512i a, __m512i b) {
+  if constexpr (E == 1) return _mm512_unpackhi_epi8(a, b);
+  else return _mm512_unpackhi_epi16(a, b);
+}
+
+template <int E, bool kNt>
+inline void LaneMicroImpl(const Byte* in, int64_t ldi_b, Byte* out, int64_t ldo_b) {
+  static_assert(E == 1 || E == 2, "1- and 2-byte elements only");
+  constexpr int G = 16 / E;
+  constexpr int kStages = Log2(G);
+  typedef int64_t Q __attribute__((vector_size(64)));
+  Q scratch[4][G];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    __m512i r[G];
+#pragma GCC unroll 16
+    for (int j = 0; j < G; ++j) r[j] = _mm512_loadu_si512(in + (g * G + j) * ldi_b);
+    // log2(G) perfect shuffles: rows i and i + G/2 interleave into rows 2i and 2i + 1.
+#pragma GCC unroll 4
+    for (int stage = 0; stage < kStages; ++stage) {
+      __m512i o[G];
+#pragma GCC unroll 8
+      for (int i = 0; i < G / 2; ++i) {
+        o[2 * i] = UnpackLo<E>(r[i], r[i + G / 2]);
+        o[2 * i + 1] = UnpackHi<E>(r[i], r[i + G / 2]);
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < G; ++i) r[i] = o[i];
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < G; ++j) scratch[g][j] = reinterpret_cast<Q>(r[j]);
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < G; ++j) {
+    // vshufi64x2 through the vector extension (GCC 12's _mm512_shuffle_i64x2 warns falsely).
+    const Q a0 = scratch[0][j], a1 = scratch[1][j], a2 = scratch[2][j], a3 = scratch[3][j];
+    const Q t0 = __builtin_shufflevector(a0, a1, 0, 1, 2, 3, 8, 9, 10, 11);
+    const Q t1 = __builtin_shufflevector(a0, a1, 4, 5, 6, 7, 12, 13, 14, 15);
+    const Q t2 = __builtin_shufflevector(a2, a3, 0, 1, 2, 3, 8, 9, 10, 11);
+    const Q t3 = __builtin_shufflevector(a2, a3, 4, 5, 6, 7, 12, 13, 14, 15);
+    const Q o[4] = {__builtin_shufflevector(t0, t2, 0, 1, 4, 5, 8, 9, 12, 13),
+                    __builtin_shufflevector(t0, t2, 2, 3, 6, 7, 10, 11, 14, 15),
+                    __builtin_shufflevector(t1, t3, 0, 1, 4, 5, 8, 9, 12, 13),
+                    __builtin_shufflevector(t1, t3, 2, 3, 6, 7, 10, 11, 14, 15)};
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      Byte* dst = out + (c * G + j) * ldo_b;
+      if constexpr (kNt) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), reinterpret_cast<__m512i>(o[c]));
+      } else {
+        __builtin_memcpy(dst, &o[c], sizeof(Q));
+      }
+    }
+  }
+}
+
+template <int E>
+inline void LaneMicro(const Byte* in, int64_t ldi_b, Byte* out, int64_t ldo_b, bool nt) {
+  if (nt) {
+    LaneMicroImpl<E, true>(in, ldi_b, out, ldo_b);
+  } else {
+    LaneMicroImpl<E, false>(in, ldi_b, out, ldo_b);
+  }
+}
+#endif
+
 // One M x M micro-tile (64 x 64 bytes). When one register block covers it (K == M) the block
 // loads the M input lines and stores the M output lines directly (each touched once). Otherwise
 // the tile's input lines are first copied whole into an aligned L1 tile, so that each input line
 // is read once however its rows alias in the cache (rows 4 KiB apart share one L1 set), and the
 // blocks assemble each output-row block in an aligned staging tile that is then written as whole
 // lines. Streaming stores always go through the staging tile.
-template <int E>
+// kRowPrefetch: the row-band walk's prefetches (RectT); the column walk (WalkT) prefetches the
+// next block instead.
+template <int E, bool kRowPrefetch = true>
 inline void Micro(const Byte* in, int64_t ldi_b, Byte* out, int64_t ldo_b, bool nt) {
   constexpr int K = kBlock<E>;
   constexpr int M = kMicro<E>;
   constexpr int NB = M / K;
   static_assert(M * E == kLineBytes, "a micro-tile row is one cache line");
-  for (int r = 0; r < M; ++r) __builtin_prefetch(in + r * ldi_b + kPrefetchLines * kLineBytes);
+  if constexpr (kRowPrefetch)
+    for (int r = 0; r < M; ++r) __builtin_prefetch(in + r * ldi_b + kPrefetchLines * kLineBytes);
   // Plain stores read each output line for ownership: ask for the lines of the micro-tile
   // kPrefetchLines ahead (its M output rows start kPrefetchLines * M rows further on).
-  if (!nt) {
+  if (kRowPrefetch && !nt) {
     for (int r = 0; r < M; ++r)
       __builtin_prefetch(out + (kPrefetchLines * M + r) * ldo_b, 1);
   }
+#if TR_SIMD_VECTOR_BYTES == 64 && defined(__AVX512BW__)
+  if constexpr (E <= 2) {
+    LaneMicro<E>(in, ldi_b, out, ldo_b, nt);
+    return;
+  }
+#endif
   if constexpr (NB == 1) {
     if (!nt) {
       Block<E>(in, ldi_b, out, ldo_b);
@@ -231,6 +331,72 @@ void RectT(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool nt
       Micro<E>(m.in + i * ldi_b + j * E, ldi_b, m.out + j * ldo_b + i * E, ldo_b, nt);
   Scalar<E>(m, i0, i_full, j_full, j1);  // right strip
   Scalar<E>(m, i_full, i1, j0, j1);      // bottom strip
+}
+
+// Prefetches (into L2: locality hint 2, prefetcht1 on x86) the input lines of a block, a few at a
+// time, row by row, so that each input row is read as one run.
+class BlockPrefetcher {
+ public:
+  BlockPrefetcher(const Mat* m, const Box& b, int64_t calls) {
+    if (m == nullptr || b.i1 <= b.i0 || b.j1 <= b.j0 || calls <= 0) return;
+    // Addresses as integers: the line holding a run's first byte may start before the buffer.
+    const uintptr_t row =
+        reinterpret_cast<uintptr_t>(m->in) + static_cast<uintptr_t>((b.i0 * m->ldi + b.j0) * m->elem);
+    ld_b_ = static_cast<uintptr_t>(m->ldi * m->elem);
+    rows_left_ = b.i1 - b.i0;
+    // Lines of one row's run, counted from the line holding its first byte.
+    const uintptr_t first = row % kLineBytes;
+    line0_ = row - first;
+    lines_ = (static_cast<int64_t>(first) + (b.j1 - b.j0) * m->elem + kLineBytes - 1) / kLineBytes;
+    per_call_ = (rows_left_ * lines_ + calls - 1) / calls;
+  }
+  // The next share of the lines.
+  inline void Step() {
+    for (int64_t k = 0; k < per_call_ && rows_left_ > 0; ++k) {
+      __builtin_prefetch(reinterpret_cast<const void*>(line0_ + static_cast<uintptr_t>(line_) * kLineBytes), 0, 2);
+      if (++line_ == lines_) {
+        line_ = 0;
+        line0_ += ld_b_;
+        --rows_left_;
+      }
+    }
+  }
+
+ private:
+  uintptr_t line0_ = 0, ld_b_ = 0;
+  int64_t rows_left_ = 0, lines_ = 0, line_ = 0, per_call_ = 0;
+};
+
+template <int E>
+void WalkT(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& next) {
+  constexpr int M = kMicro<E>;
+  const int64_t ldi_b = m.ldi * E;
+  const int64_t ldo_b = m.ldo * E;
+  const int64_t i_full = b.i0 + (b.i1 - b.i0) / M * M;
+  const int64_t j_full = b.j0 + (b.j1 - b.j0) / M * M;
+  BlockPrefetcher prefetch(next_m, next, (i_full - b.i0) / M * ((j_full - b.j0) / M));
+  for (int64_t j = b.j0; j < j_full; j += M)
+    for (int64_t i = b.i0; i < i_full; i += M) {
+      prefetch.Step();
+      Micro<E, false>(m.in + i * ldi_b + j * E, ldi_b, m.out + j * ldo_b + i * E, ldo_b, nt);
+    }
+  Scalar<E>(m, b.i0, i_full, j_full, b.j1);  // right strip
+  Scalar<E>(m, i_full, b.i1, b.j0, b.j1);    // bottom strip
+}
+
+void Walk(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& next) {
+  switch (m.elem) {
+    case 1:
+      return WalkT<1>(m, b, nt, next_m, next);
+    case 2:
+      return WalkT<2>(m, b, nt, next_m, next);
+    case 4:
+      return WalkT<4>(m, b, nt, next_m, next);
+    case 8:
+      return WalkT<8>(m, b, nt, next_m, next);
+    case 16:
+      return WalkT<16>(m, b, nt, next_m, next);
+  }
 }
 
 void Rect(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool nt) {
