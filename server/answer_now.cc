@@ -70,12 +70,16 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
                            Log2Ratio(tile_bytes, 16384);
       consider(c, score);
     } else if (algorithm < 0 && c.params.count("isa") != 0) {
-      // CPU SIMD: the widest ISA, all threads, 4 register blocks per micro-tile, streaming
-      // stores where offered (only for outputs beyond the last-level cache).
+      // CPU SIMD: the widest ISA, all threads, the 1024 x 512-byte column walk (else 4 micro-
+      // tiles a side), streaming stores where offered (docs/cpu-backend.md: the usual winners).
       const double threads = static_cast<double>(std::max<int64_t>(1, Param(c, "threads", 1)));
-      const double block = static_cast<double>(std::max<int64_t>(1, Param(c, "block", 4)));
+      const double layout =
+          c.params.count("wrun") != 0
+              ? -0.1 + 0.25 * Log2Ratio(static_cast<double>(std::max<int64_t>(64, Param(c, "wrun", 1024))), 1024) +
+                    0.25 * Log2Ratio(static_cast<double>(std::max<int64_t>(64, Param(c, "rrun", 512))), 512)
+              : 0.25 * Log2Ratio(static_cast<double>(std::max<int64_t>(1, Param(c, "block", 4))), 4);
       consider(c, 5 - static_cast<double>(Param(c, "isa", 0)) - 0.01 * std::log2(threads) +
-                      0.25 * Log2Ratio(block, 4) - 0.05 * static_cast<double>(Param(c, "nt", 0)));
+                      layout - 0.05 * static_cast<double>(Param(c, "nt", 0)));
     } else if (algorithm < 0 && Param(c, "tile", 0) > 0) {
       // CPU: tile 32, then the most threads.
       const double threads = static_cast<double>(std::max<int64_t>(1, Param(c, "threads", 1)));

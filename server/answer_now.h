@@ -10,9 +10,10 @@
 //   CUDA family (params "algorithm"): a skinny problem takes the first skinny configuration;
 //     otherwise the tile configuration nearest to 16-byte accesses, an XOR swizzle, no
 //     realign/async, 8 warps and a 16 KiB tile (tile64x64 for 4-byte elements).
-//   CPU backend: the SIMD candidate (params "isa", "block", "threads", "nt") of the widest ISA
-//     with the most threads, 4 register blocks per micro-tile and streaming stores where offered;
-//     without SIMD candidates the 32-element cache-blocked tile with the most threads.
+//   CPU backend: the SIMD candidate (params "isa", "block" or "wrun"/"rrun", "threads", "nt") of
+//     the widest ISA with the most threads, the 1024 x 512-byte column walk (else square blocks
+//     of 4 micro-tiles) and streaming stores where offered; without SIMD candidates the
+//     32-element cache-blocked tile with the most threads.
 //   anything else: the backend's first candidate.
 // Pure functions, thread-safe.
 #pragma once

@@ -107,11 +107,17 @@ TEST(AnswerNow, HeuristicOnTheCpuBackend) {
     EXPECT_EQ(h.params.at("isa"), widest) << h.name;
     EXPECT_EQ(h.params.at("threads"), most_threads) << h.name;
   }
-  // Without SIMD candidates: the 32-element tile.
+  // The usual winner where offered: the 1024 x 512-byte column walk with streaming stores.
+  const Candidate big = HeuristicCandidate(P(4096, 4096), cpu.Candidates(P(4096, 4096)));
+  EXPECT_EQ(big.params.at("wrun"), 1024) << big.name;
+  EXPECT_EQ(big.params.at("rrun"), 512) << big.name;
+  EXPECT_EQ(big.params.at("nt"), 1) << big.name;
+  // Without SIMD candidates: the 32-element tile (offered up to 4 MiB problems).
   std::vector<Candidate> scalar;
-  for (const Candidate& c : cpu.Candidates(P(4096, 4096)))
+  for (const Candidate& c : cpu.Candidates(P(1024, 1024)))
     if (c.params.count("isa") == 0) scalar.push_back(c);
-  EXPECT_EQ(HeuristicCandidate(P(4096, 4096), scalar).params.at("tile"), 32);
+  ASSERT_FALSE(scalar.empty());
+  EXPECT_EQ(HeuristicCandidate(P(1024, 1024), scalar).params.at("tile"), 32);
 }
 
 TEST(AnswerNow, NearestTakesTheSameElementSizeAndAValidWinner) {
