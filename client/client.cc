@@ -26,7 +26,9 @@ StatusOr<std::string> ReadWholeFile(const std::string& path, const char* what) {
   return ss.str();
 }
 
-StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientOptions& o) {
+}  // namespace
+
+StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(const ClientOptions& o) {
   if (!o.tls && o.tls_ca_file.empty() && o.tls_cert_file.empty())
     return grpc::InsecureChannelCredentials();
   if (o.tls_cert_file.empty() != o.tls_key_file.empty())
@@ -41,8 +43,6 @@ StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientOpti
   }
   return grpc::SslCredentials(ssl);
 }
-
-}  // namespace
 
 std::map<std::string, int64_t> VariantParams(const v1::Variant& variant) {
   return std::map<std::string, int64_t>(variant.params().begin(), variant.params().end());
@@ -79,7 +79,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
   args.SetMaxReceiveMessageSize(-1);
   if (!options.tls_server_name.empty())
     args.SetSslTargetNameOverride(options.tls_server_name);
-  TR_ASSIGN_OR_RETURN(auto credentials, Credentials(options));
+  TR_ASSIGN_OR_RETURN(auto credentials, ChannelCredentialsFor(options));
   auto channel = grpc::CreateCustomChannel(address, credentials, args);
   if (!channel) return Status::Internal("could not create a channel to " + address);
   return std::unique_ptr<Client>(new Client(address, options, std::move(channel)));

@@ -44,6 +44,7 @@
 
 namespace grpc {
 class Channel;
+class ChannelCredentials;
 class Status;
 }  // namespace grpc
 
@@ -70,6 +71,12 @@ struct ClientOptions {
 };
 
 
+
+// The channel credentials of `options` (insecure, TLS or mutual TLS; the certificate files read
+// now): what Client::Connect uses, and the daemon for its --peer channels. INVALID_ARGUMENT naming
+// the field when a file cannot be read or only one of cert/key is given.
+StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
+    const ClientOptions& options);
 
 // Device selectors: by index (as listed by ListDevices) or by UUID. DeviceFromString parses
 // what a user types: all digits is an index, anything else a UUID.

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/client.h"
 #include "core/version.h"
 #include "core/device_class.h"
 #include "core/text.h"
@@ -64,6 +65,10 @@ struct Flags {
   int max_connections = 0;  // 0: 4096, or the descriptor limit less 64 when that is lower
   std::vector<std::string> peers;
   double peer_timeout = 2.0;
+  std::string peer_tls_ca;
+  std::string peer_tls_cert;
+  std::string peer_tls_key;
+  std::string peer_tls_server_name;
   std::string seed;
   std::string instance_id;
 };
@@ -268,6 +273,14 @@ int main(int argc, char** argv) {
                  "deadline of one peer lookup (all peers together), seconds")
       ->check(CLI::Range(0.01, 60.0))
       ->capture_default_str();
+  app.add_option("--peer-tls-ca", flags.peer_tls_ca,
+                 "PEM CA that signed the peers' certificates: ask peers over TLS");
+  app.add_option("--peer-tls-cert", flags.peer_tls_cert,
+                 "PEM client certificate presented to peers that require one (mutual TLS; with "
+                 "--peer-tls-key)");
+  app.add_option("--peer-tls-key", flags.peer_tls_key, "PEM private key of --peer-tls-cert");
+  app.add_option("--peer-tls-server-name", flags.peer_tls_server_name,
+                 "the name the peers' certificates must carry (default: the host of each --peer)");
   app.add_option("--seed", flags.seed,
                  "merge the entries of this file (written by transposectl export) before serving");
   app.add_option("--instance-id", flags.instance_id,
@@ -363,17 +376,40 @@ int main(int argc, char** argv) {
   options.observer = &metrics;
   options.max_queued_tunes = flags.max_queued_tunes;
   std::unique_ptr<transposed::PeerSet> peers;
+  if (flags.peers.empty() && !(flags.peer_tls_ca + flags.peer_tls_cert + flags.peer_tls_key +
+                               flags.peer_tls_server_name)
+                                  .empty()) {
+    std::fprintf(stderr, "transposed: --peer-tls-*: given without any --peer\n");
+    return 2;
+  }
   if (!flags.peers.empty()) {
     transposed::PeerOptions peer_options;
     peer_options.peers = flags.peers;
     peer_options.deadline_seconds = flags.peer_timeout;
+    // TLS to peers: the client's credentials code (client/client.h), from --peer-tls-* files.
+    transposed::ClientOptions peer_tls;
+    peer_tls.tls_ca_file = flags.peer_tls_ca;
+    peer_tls.tls_cert_file = flags.peer_tls_cert;
+    peer_tls.tls_key_file = flags.peer_tls_key;
+    peer_options.tls = !flags.peer_tls_ca.empty() || !flags.peer_tls_cert.empty();
+    peer_options.tls_server_name = flags.peer_tls_server_name;
+    auto peer_credentials = transposed::ChannelCredentialsFor(peer_tls);
+    if (!peer_credentials.ok()) {
+      std::fprintf(stderr, "transposed: --peer-tls-*: %s\n",
+                   peer_credentials.status().message().c_str());
+      return 2;
+    }
+    peer_options.credentials = std::move(peer_credentials).value();
     auto created = transposed::PeerSet::Create(peer_options);
     if (!created.ok()) {
       std::fprintf(stderr, "transposed: %s\n", created.status().message().c_str());
       return 2;
     }
     peers = std::move(created).value();
-    spdlog::info("peers: {} (timeout {} s)", fmt::join(flags.peers, ","), flags.peer_timeout);
+    spdlog::info("peers: {} (timeout {} s, {})", fmt::join(flags.peers, ","), flags.peer_timeout,
+                 !peer_options.tls               ? "plaintext"
+                 : flags.peer_tls_cert.empty() ? "tls"
+                                               : "mtls");
     options.peer_lookup = [&peers](const transposed::DeviceInfo& device,
                                    const transposed::Problem& problem)
         -> std::optional<transposed::TuneResult> {

@@ -54,8 +54,8 @@ StatusOr<std::unique_ptr<PeerSet>> PeerSet::Create(PeerOptions options) {
   return std::unique_ptr<PeerSet>(new PeerSet(std::move(options)));
 }
 
-std::vector<std::string> PeerSet::Resolve() const {
-  std::vector<std::string> out;
+std::vector<PeerSet::Address> PeerSet::Resolve() const {
+  std::vector<Address> out;
   std::set<std::string> seen;
   for (const auto& p : options_.peers) {
     std::string host, port;
@@ -82,7 +82,7 @@ std::vector<std::string> PeerSet::Resolve() const {
       } else {
         continue;
       }
-      if (seen.insert(address).second) out.push_back(address);
+      if (seen.insert(address).second) out.push_back(Address{address, host});
       if (static_cast<int>(out.size()) >= options_.max_addresses) break;
     }
     freeaddrinfo(res);
@@ -91,14 +91,21 @@ std::vector<std::string> PeerSet::Resolve() const {
   return out;
 }
 
-std::shared_ptr<v1::Transposer::Stub> PeerSet::StubFor(const std::string& address) {
+std::shared_ptr<v1::Transposer::Stub> PeerSet::StubFor(const Address& address) {
+  // The certificate is checked against the name the operator wrote, not the resolved address.
+  const std::string name = !options_.tls              ? std::string()
+                           : options_.tls_server_name.empty() ? address.host
+                                                              : options_.tls_server_name;
+  const std::string key = address.address + " " + name;
   MutexLock l(&mu_);
-  auto it = stubs_.find(address);
+  auto it = stubs_.find(key);
   if (it != stubs_.end()) return it->second;
   if (stubs_.size() >= 1024) stubs_.clear();  // addresses come and go (pods): stay bounded
-  auto stub = std::shared_ptr<v1::Transposer::Stub>(
-      v1::Transposer::NewStub(grpc::CreateChannel(address, options_.credentials)));
-  stubs_[address] = stub;
+  grpc::ChannelArguments args;
+  if (!name.empty()) args.SetSslTargetNameOverride(name);
+  auto stub = std::shared_ptr<v1::Transposer::Stub>(v1::Transposer::NewStub(
+      grpc::CreateCustomChannel(address.address, options_.credentials, args)));
+  stubs_[key] = stub;
   return stub;
 }
 
@@ -128,7 +135,7 @@ std::optional<v1::Answer> PeerSet::Lookup(const std::string& device_class,
   std::vector<std::unique_ptr<Call>> calls;
   for (const auto& address : addresses) {
     auto call = std::make_unique<Call>();
-    call->address = address;
+    call->address = address.address;
     call->context.set_deadline(deadline);
     call->reader = StubFor(address)->AsyncGetConfig(&call->context, request, &cq);
     call->reader->Finish(&call->answer, &call->status, call.get());

@@ -30,8 +30,13 @@ struct PeerOptions {
   std::vector<std::string> peers;  // HOST:PORT each; [v6addr]:PORT for IPv6 literals
   double deadline_seconds = 2.0;   // for one lookup, all peers together
   int max_addresses = 64;          // most addresses asked per lookup (all peers together)
-  // Credentials of the channels to peers (h9's TLS when configured); default: insecure.
+  // Credentials of the channels to peers (TLS or mutual TLS: --peer-tls-*, made by
+  // ChannelCredentialsFor of client/client.h); default: insecure.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // With TLS credentials, the name a peer's certificate must carry; empty: the host of its
+  // --peer entry (a name that resolves to many daemons is checked as that name, not the address).
+  bool tls = false;
+  std::string tls_server_name;
 };
 
 class PeerSet {
@@ -47,9 +52,13 @@ class PeerSet {
 
  private:
   explicit PeerSet(PeerOptions options) : options_(std::move(options)) {}
-  // The addresses ("1.2.3.4:50051", "[::1]:50051") of every peer right now.
-  std::vector<std::string> Resolve() const;
-  std::shared_ptr<v1::Transposer::Stub> StubFor(const std::string& address);
+  struct Address {
+    std::string address;  // "1.2.3.4:50051", "[::1]:50051"
+    std::string host;     // the host of the --peer entry it was resolved from
+  };
+  // The addresses of every peer right now.
+  std::vector<Address> Resolve() const;
+  std::shared_ptr<v1::Transposer::Stub> StubFor(const Address& address);
 
   const PeerOptions options_;
   Mutex mu_;

@@ -211,6 +211,53 @@ TEST_F(SecurityE2eTest, TlsAndMutualTls) {
   EXPECT_NE(log.find("transport=mtls"), std::string::npos) << log;
 }
 
+// --peer over mutual TLS: daemon a serves mTLS only; b asks it with --peer-tls-ca and a client
+// certificate and gets a's answer (SOURCE_PEER); c, asking in plaintext, and d, expecting another
+// name on a's certificate, get nothing from a and tune themselves.
+TEST_F(SecurityE2eTest, PeersOverMutualTls) {
+  MakeCertificates();
+  StartDaemon({"--tls-cert", Path("server.pem"), "--tls-key", Path("server.key"),
+               "--tls-client-ca", Path("ca.pem"), "--instance-id", "node-a"});
+  ClientOptions mutual;
+  mutual.tls_ca_file = Path("ca.pem");
+  mutual.tls_cert_file = Path("client.pem");
+  mutual.tls_key_file = Path("client.key");
+  auto tuned = Connect(mutual)->GetConfig(Small());
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  ASSERT_EQ(tuned->source(), v1::SOURCE_TUNED);
+
+  auto ask = [&](const std::string& instance, std::vector<std::string> peer_flags) {
+    testing::DaemonOptions o;
+    o.binary = TRANSPOSED_BINARY;
+    o.extra_args = {"--instance-id", instance, "--peer", daemon_->address(), "--peer-timeout",
+                    "30"};
+    o.extra_args.insert(o.extra_args.end(), peer_flags.begin(), peer_flags.end());
+    testing::DaemonProcess d(o);
+    Status s = d.Start();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) return v1::SOURCE_UNSPECIFIED;
+    ClientOptions plain;
+    plain.deadline_seconds = 120;
+    auto c = Client::Connect(d.address(), plain);
+    auto a = (*c)->GetConfig(Small());
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    const std::string log = testing::ReadFileOrEmpty(d.log());
+    EXPECT_TRUE(d.Stop().ok());
+    if (!HasFailure()) d.RemoveDir();
+    if (a.ok() && a->source() == v1::SOURCE_PEER)
+      EXPECT_EQ(a->variant().name(), tuned->variant().name()) << log;
+    return a.ok() ? a->source() : v1::SOURCE_UNSPECIFIED;
+  };
+  const std::vector<std::string> peer_mtls = {"--peer-tls-ca", Path("ca.pem"), "--peer-tls-cert",
+                                              Path("client.pem"), "--peer-tls-key",
+                                              Path("client.key")};
+  EXPECT_EQ(ask("node-b", peer_mtls), v1::SOURCE_PEER);
+  EXPECT_EQ(ask("node-c", {}), v1::SOURCE_TUNED);
+  std::vector<std::string> wrong_name = peer_mtls;
+  wrong_name.insert(wrong_name.end(), {"--peer-tls-server-name", "not-the-daemon.example"});
+  EXPECT_EQ(ask("node-d", wrong_name), v1::SOURCE_TUNED);
+}
+
 TEST_F(SecurityE2eTest, TransposectlSendsTheTokenAndSpeaksTls) {
   MakeCertificates();
   StartDaemon({"--tls-cert", Path("server.pem"), "--tls-key", Path("server.key"),
