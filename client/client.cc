@@ -145,6 +145,26 @@ StatusOr<v1::Answer> Client::Tune(const v1::TuneRequest& request,
   return answer;
 }
 
+Status Client::TuneMany(const v1::TuneManyRequest& request,
+                        const std::function<Status(const v1::TuneManyProgress&)>& on_progress) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  std::unique_ptr<grpc::ClientReader<v1::TuneManyProgress>> reader =
+      stub_->TuneMany(&context, request);
+  v1::TuneManyProgress progress;
+  Status callback_status;
+  while (reader->Read(&progress)) {
+    if (on_progress) callback_status = on_progress(progress);
+    if (!callback_status.ok()) {
+      context.TryCancel();
+      break;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!callback_status.ok()) return callback_status;
+  return FromGrpcStatus(s);
+}
+
 StatusOr<std::vector<v1::Device>> Client::ListDevices() {
   grpc::ClientContext context;
   Prepare(&context);

@@ -1,6 +1,6 @@
 // Client: the C++ client of the transposed daemon, for batch jobs and tools.
 //
-// A Client holds one gRPC channel to a daemon and exposes the service's five calls with
+// A Client holds one gRPC channel to a daemon and exposes the service's calls with
 // transposed::Status errors (the gRPC status is converted here, code and message kept). Every call
 // has a deadline of ClientOptions::deadline_seconds; a cache miss tunes on the daemon, which can
 // take a while, so keep the deadline generous. A Client is thread-safe: any number of threads may
@@ -117,6 +117,14 @@ class Client {
   // answer is also returned.
   StatusOr<v1::Answer> Tune(const v1::TuneRequest& request,
                             const ProgressCallback& on_progress = nullptr);
+
+  // Pre-tunes a list of problems (at most kMaxTuneManyProblems, proto/problem_proto.h): cached
+  // ones are skipped, the others tuned one after the other (request.force: all re-tuned, admin).
+  // `on_progress` sees every message on the calling thread as it streams in (each problem's
+  // candidates, then its answer or error); an error it returns cancels the call and is returned.
+  // OK when the stream ended OK (a problem that failed is in its error message).
+  Status TuneMany(const v1::TuneManyRequest& request,
+                  const std::function<Status(const v1::TuneManyProgress&)>& on_progress);
 
   StatusOr<std::vector<v1::Device>> ListDevices();
   // Every entry matching the request, fetching page after page (request.limit caps the total;

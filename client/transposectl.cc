@@ -2,6 +2,7 @@
 //
 //   transposectl [--server ADDR] [--json] [--timeout S] get  --rows R --cols C --dtype T ...
 //   transposectl tune --rows R --cols C --dtype T [--budget S] [--exhaustive]
+//   transposectl tune --from FILE|- [--budget S] [--exhaustive] [--force]
 //   transposectl devices
 //   transposectl list   [filters] [--candidates] [--limit N]
 //   transposectl delete [filters] [--all]
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -205,11 +207,13 @@ StatusOr<v1::Problem> ParseProblemLine(const std::string& line) {
   return p;
 }
 
-// `tune --from FILE`: every problem of the file that the daemon has not cached is tuned (one
-// after the other, through GetConfig, so a problem being tuned by someone else is joined); cached
-// ones are skipped. A progress bar on a terminal (stderr); with --json one transposed.v1.Answer
-// per problem on stdout (protobuf's JSON printer). Exit 1 if any problem failed.
-int RunTuneFrom(Client& client, const Globals& g, const std::string& path) {
+// `tune --from FILE`: pre-tunes every problem of the file through TuneMany, in calls of at most
+// kMaxTuneManyProblems: the daemon skips the cached ones and tunes the others one after the
+// other (joining a tune of the same problem in flight); with --force it re-tunes them all
+// (admin). A progress bar on a terminal (stderr); with --json one transposed.v1.Answer per
+// problem on stdout (protobuf's JSON printer). Exit 1 if any problem failed.
+int RunTuneFrom(Client& client, const Globals& g, const std::string& path, double budget,
+                bool exhaustive, bool force) {
   std::ifstream file;
   if (path != "-") {
     file.open(path);
@@ -242,40 +246,77 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path) {
   const bool bar = isatty(STDERR_FILENO) != 0;
   google::protobuf::util::JsonPrintOptions json;
   json.preserve_proto_field_names = true;
+  auto label = [](const v1::Problem& p) {
+    return std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " " + p.dtype() +
+           (p.has_batch() ? " batch " + std::to_string(p.batch()) : "");
+  };
+  size_t answered = 0;
   int tuned = 0, cached = 0, failed = 0;
-  for (size_t i = 0; i < problems.size(); ++i) {
-    const v1::Problem& p = problems[i].problem;
-    const std::string label = std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " " +
-                              p.dtype() + (p.has_batch() ? " batch " + std::to_string(p.batch()) : "");
-    if (bar) {
-      const size_t width = 30, done = width * i / problems.size();
-      std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, ' ') << "] " << i
-                << "/" << problems.size() << " tuning " << label << "\033[K" << std::flush;
-    }
-    auto answer = client.GetConfig(p, v1::CACHE_ONLY);
-    if (!answer.ok() && answer.status().code() == StatusCode::kNotFound)
-      answer = client.GetConfig(p, v1::TUNE_IF_MISSING);
-    if (!answer.ok()) {
-      ++failed;
+  for (size_t first = 0; first < problems.size(); first += kMaxTuneManyProblems) {
+    const size_t end = std::min(problems.size(), first + kMaxTuneManyProblems);
+    v1::TuneManyRequest request;
+    for (size_t i = first; i < end; ++i) *request.add_problems() = problems[i].problem;
+    request.set_budget_seconds(budget);
+    request.set_exhaustive(exhaustive);
+    request.set_force(force);
+    Status s = client.TuneMany(request, [&](const v1::TuneManyProgress& m) -> Status {
+      const size_t i = first + static_cast<size_t>(m.problem_index());
+      if (m.problem_index() < 0 || i >= end)
+        return Status::Internal("TuneMany answered for problem_index " +
+                                std::to_string(m.problem_index()) + " of a call of " +
+                                std::to_string(end - first));
+      const std::string where = path + ":" + std::to_string(problems[i].number) + ": " +
+                                label(problems[i].problem);
+      if (m.has_error()) {
+        ++failed, ++answered;
+        if (bar) std::cerr << "\r\033[K";
+        const grpc::Status e(static_cast<grpc::StatusCode>(m.error().code()), m.error().message());
+        std::cerr << "transposectl: " << where << ": " << FromGrpcStatus(e).ToString()
+                  << std::endl;
+        return Status::OK();
+      }
+      const v1::TuneProgress& p = m.progress();
+      if (!p.has_answer()) {
+        if (bar) {
+          const size_t width = 30, done = width * answered / problems.size();
+          std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, ' ') << "] "
+                    << answered << "/" << problems.size() << " tuning "
+                    << label(problems[i].problem) << " (candidate " << p.index() << "/"
+                    << p.total() << ")\033[K" << std::flush;
+        }
+        return Status::OK();
+      }
+      ++answered;
+      const v1::Answer& answer = p.answer();
+      (answer.source() == v1::SOURCE_CACHE ? cached : tuned) += 1;
+      if (g.json) {
+        std::string out;
+        (void)google::protobuf::util::MessageToJsonString(answer, &out, json);
+        std::cout << out << std::endl;
+      } else if (!bar) {
+        std::cout << label(problems[i].problem) << ": " << answer.variant().name() << " "
+                  << (answer.source() == v1::SOURCE_CACHE ? "(cached, skipped)" : "(tuned)")
+                  << std::endl;
+      }
+      return Status::OK();
+    });
+    if (!s.ok()) {
       if (bar) std::cerr << "\r\033[K";
-      std::cerr << "transposectl: " << path << ":" << problems[i].number << ": " << label << ": "
-                << answer.status().ToString() << std::endl;
-      continue;
-    }
-    (answer->source() == v1::SOURCE_CACHE ? cached : tuned) += 1;
-    if (g.json) {
-      std::string out;
-      (void)google::protobuf::util::MessageToJsonString(*answer, &out, json);
-      std::cout << out << std::endl;
-    } else if (!bar) {
-      std::cout << label << ": " << answer->variant().name() << " "
-                << (answer->source() == v1::SOURCE_CACHE ? "(cached, skipped)" : "(tuned)")
+      // "problems[3].rows: ..." names a problem of this call: say which line it came from.
+      std::smatch m;
+      if (std::regex_search(s.message(), m, std::regex(R"(^problems\[(\d+)\])")) &&
+          first + std::stoul(m[1]) < end) {
+        const Line& bad = problems[first + std::stoul(m[1])];
+        s = Status(s.code(), path + ":" + std::to_string(bad.number) + ": " + s.message());
+      }
+      std::cerr << answered << " of " << problems.size() << " problems answered before the error"
                 << std::endl;
+      return Fail(s);
     }
   }
   if (bar) std::cerr << "\r\033[K";
-  std::cerr << problems.size() << " problems: " << tuned << " tuned, " << cached
-            << " already cached (skipped), " << failed << " failed" << std::endl;
+  std::cerr << problems.size() << " problems: " << tuned << (force ? " re-tuned, " : " tuned, ")
+            << cached << " already cached (skipped), " << failed << " failed" << std::endl;
   return failed > 0 ? 1 : 0;
 }
 
@@ -672,6 +713,9 @@ int Main(int argc, char** argv) {
   tune->add_option("--budget", budget, "Tuning budget in seconds (0: the daemon's default)")
       ->check(CLI::NonNegativeNumber);
   tune->add_flag("--exhaustive", exhaustive, "Measure every candidate long (slow)");
+  bool force = false;
+  tune->add_flag("--force", force,
+                 "With --from: re-tune the cached problems too (admin, as a single tune)");
 
   CLI::App* devices = app.add_subcommand("devices", "List the daemon's devices");
 
@@ -752,7 +796,10 @@ int Main(int argc, char** argv) {
   if (get->parsed())
     return RunGet(c, g, get_flags,
                   cache_only ? v1::CACHE_ONLY : answer_now ? v1::ANSWER_NOW : v1::TUNE_IF_MISSING);
-  if (tune->parsed() && !tune_from.empty()) return RunTuneFrom(c, g, tune_from);
+  if (tune->parsed() && !tune_from.empty())
+    return RunTuneFrom(c, g, tune_from, budget, exhaustive, force);
+  if (tune->parsed() && force)
+    return Usage("tune: --force goes with --from (a single tune always re-tunes)");
   if (tune->parsed()) {
     if (tune->get_option("--rows")->count() == 0 || tune->get_option("--cols")->count() == 0 ||
         tune->get_option("--dtype")->count() == 0)

@@ -1,6 +1,6 @@
-// End-to-end tests of the daemon: each test starts the real `transposed` (CPU backend, fresh
-// database and log in a temp dir, ephemeral port) and drives it through the real `transposectl`
-// binary (and, for concurrency, the C++ Client).
+// End-to-end tests of the daemon: each test starts the real `transposed` through the shared
+// testing::DaemonProcess (CPU backend, fresh database and log in a temp dir, ephemeral port) and
+// drives it through the real `transposectl` binary (and, for concurrency, the C++ Client).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,6 +29,7 @@
 
 #include "client/client.h"
 #include "core/problem.h"
+#include "testing/daemon_process.h"
 
 extern char** environ;
 
@@ -98,12 +100,6 @@ std::optional<int> WaitFor(pid_t pid, std::chrono::duration<double> timeout) {
   }
 }
 
-std::string DescribeWait(int status) {
-  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "wait status " + std::to_string(status);
-}
-
 struct CtlResult {
   int exit_code = -1;
   std::string out;
@@ -122,31 +118,26 @@ struct CtlResult {
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/transposectl_test.XXXXXX";
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/transposectl_test.XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    char* d = mkdtemp(buf.data());
-    if (d == nullptr) d = mkdtemp(tmpl);
-    ASSERT_NE(d, nullptr) << "mkdtemp: " << std::strerror(errno);
-    dir_ = d;
-    db_ = dir_ / "cache.db";
-    log_ = dir_ / "daemon.log";
     ASSERT_TRUE(fs::exists(kCtl)) << "transposectl binary missing: " << kCtl;
     ASSERT_TRUE(fs::exists(kDaemon))
         << "the daemon binary is missing: " << kDaemon
         << " (build the `transposed` target of server/ in the same build directory)";
+    testing::DaemonOptions options;
+    options.binary = kDaemon;
+    options.tune_budget_seconds = 5;
+    daemon_ = std::make_unique<testing::DaemonProcess>(options);
     StartDaemon();
+    dir_ = daemon_->dir();
+    db_ = daemon_->db();
+    log_ = daemon_->log();
   }
 
   void TearDown() override {
-    if (pid_ > 0) StopDaemon();
+    if (daemon_->pid() > 0) StopDaemon();
     // TRANSPOSECTL_TEST_KEEP=1 keeps the directory (database, logs, outputs) of passing tests too.
     const char* keep = std::getenv("TRANSPOSECTL_TEST_KEEP");
     if (!HasFailure() && (keep == nullptr || std::string(keep) != "1")) {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
+      daemon_->RemoveDir();
     } else if (!HasFailure()) {
       std::cerr << "kept the test directory: " << dir_ << "\n";
     } else {
@@ -165,57 +156,18 @@ class DaemonTest : public ::testing::Test {
     return out;
   }
 
+  // Starts the daemon (the shared testing::DaemonProcess): a fresh directory the first time, the
+  // same directory and database after StopDaemon().
   void StartDaemon() {
-    fs::path port_file = dir_ / "port";
-    fs::remove(port_file);
-    ++starts_;
-    std::vector<std::string> argv = {
-        kDaemon, "--listen",    "127.0.0.1:0", "--port-file",   port_file,
-        "--db",  db_,           "--backend",   "cpu",           "--log-file",
-        log_,    "--log-level", "info",        "--tune-budget", "5"};
-    std::string error;
-    pid_ = Spawn(argv, dir_ / ("daemon" + std::to_string(starts_) + ".out"), dir_ / "daemon.err",
-                 {}, &error);
-    ASSERT_GT(pid_, 0) << error;
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (true) {
-      std::string text = ReadFile(port_file);
-      if (!text.empty() && text.back() == '\n') text.pop_back();
-      char* endp = nullptr;
-      long port = text.empty() ? 0 : std::strtol(text.c_str(), &endp, 10);
-      if (port > 0 && port < 65536 && endp != nullptr && *endp == '\0') {
-        port_ = static_cast<int>(port);
-        address_ = "127.0.0.1:" + std::to_string(port_);
-        return;
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        FAIL() << "the daemon exited before serving (" << DescribeWait(status) << ")\nstderr:\n"
-               << ReadFile(dir_ / "daemon.err") << "\nlog:\n"
-               << ReadFile(log_);
-      }
-      if (std::chrono::steady_clock::now() > end) {
-        FAIL() << "the daemon did not write its port file " << port_file << " within 60 s";
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    const Status s = daemon_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    address_ = daemon_->address();
   }
 
   // SIGTERM, then expects a graceful exit with status 0 within 30 s.
   void StopDaemon() {
-    ASSERT_GT(pid_, 0);
-    ASSERT_EQ(kill(pid_, SIGTERM), 0) << std::strerror(errno);
-    auto status = WaitFor(pid_, std::chrono::seconds(30));
-    if (!status) {
-      kill(pid_, SIGKILL);
-      WaitFor(pid_, std::chrono::seconds(10));
-      pid_ = -1;
-      FAIL() << "the daemon did not exit within 30 s of SIGTERM";
-    }
-    pid_ = -1;
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-        << "the daemon should exit 0 on SIGTERM, got " << DescribeWait(*status);
+    const Status s = daemon_->Stop();
+    EXPECT_TRUE(s.ok()) << s.ToString();
   }
 
   // Runs transposectl against this daemon (--server and a timeout are prepended).
@@ -283,10 +235,8 @@ class DaemonTest : public ::testing::Test {
     return n;
   }
 
+  std::unique_ptr<testing::DaemonProcess> daemon_;
   fs::path dir_, db_, log_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int starts_ = 0;
   int ctl_runs_ = 0;
   std::string address_;
 };
@@ -583,6 +533,11 @@ TEST_F(DaemonTest, TuneFromAFileSkipsCachedProblems) {
     ++answers;
   }
   EXPECT_EQ(answers, 2) << again.Describe();
+  // --force re-tunes them (admin: from loopback, no token configured).
+  CtlResult forced = Ctl({"tune", "--from", shapes, "--force", "--budget", "1"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.Describe();
+  EXPECT_NE(forced.err.find("2 problems: 2 re-tuned, 0 already cached"), std::string::npos)
+      << forced.Describe();
   {
     std::ofstream f(shapes);
     f << "64 x f32\n";
@@ -591,6 +546,25 @@ TEST_F(DaemonTest, TuneFromAFileSkipsCachedProblems) {
   EXPECT_EQ(bad.exit_code, 2) << bad.Describe();
   EXPECT_NE(bad.err.find("shapes.txt:1: expected ROWS COLS DTYPE"), std::string::npos)
       << bad.Describe();
+  // A problem the daemon refuses: named by its line, nothing of the list is tuned.
+  {
+    std::ofstream f(shapes);
+    f << "24 40 f32\n# comment\n0 8 f32\n";
+  }
+  CtlResult refused = Ctl({"tune", "--from", shapes});
+  EXPECT_EQ(refused.exit_code, 1) << refused.Describe();
+  EXPECT_NE(refused.err.find("INVALID_ARGUMENT: " + shapes + ":3: problems[1].rows: "),
+            std::string::npos)
+      << refused.Describe();
+  StopDaemon();  // flushes the log
+  // Over the TuneMany RPC: one call per run, the first one tuned both problems.
+  const std::string log = ReadFile(log_);
+  EXPECT_NE(log.find("rpc=TuneMany problems=2 force=false cached=0 tuned=2 failed=0 dropped=0"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("rpc=TuneMany problems=2 force=false cached=2 tuned=0"), std::string::npos)
+      << log;
+  EXPECT_EQ(TuneStarts(Problem{24, 40, 1, DType::kF32}.Key()), 0) << log;
 }
 
 // (e) devices, list, delete.

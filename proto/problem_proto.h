@@ -14,6 +14,10 @@
 
 namespace transposed {
 
+// The most problems one TuneMany call takes (TuneManyRequest.problems); the daemon refuses more
+// (INVALID_ARGUMENT "problems: ..."), transposectl sends longer lists in calls of this many.
+inline constexpr int kMaxTuneManyProblems = 256;
+
 // "f16, bf16, f32, ..." (every DTypeName).
 std::string DTypeNameList();
 // Parses a dtype name for the request field `field` ("problem.dtype", "filter.dtype"):

@@ -439,6 +439,10 @@ TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
   EXPECT_EQ(CountOccurrences(log, "tune start"), 1) << log;
 }
 
+// /metrics of a daemon (testing/daemon_process.h).
+using testing::HttpGet;
+using testing::ParseMetrics;
+
 // The shared helper (testing/daemon_process.h) with the CPU backend on one thread.
 testing::DaemonProcess StartDaemon(std::vector<std::string> extra = {}) {
   testing::DaemonOptions o;
@@ -555,47 +559,6 @@ TEST(DaemonProcessTest, SighupReopensTheLogFile) {
       << new_log;
   EXPECT_NE(new_log.find("shutdown complete"), std::string::npos) << new_log;
   d.RemoveDir();
-}
-
-// GET http://127.0.0.1:port/path (HTTP/1.0); the body of a 200 answer, or "" with *error.
-std::string HttpGet(int port, const std::string& path, std::string* error) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    *error = "socket failed";
-    return "";
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, n);
-    }
-  }
-  close(fd);
-  const auto body = response.find("\r\n\r\n");
-  if (response.rfind("HTTP/1.1 200", 0) != 0 && response.rfind("HTTP/1.0 200", 0) != 0) {
-    *error = "not a 200 answer: " + response.substr(0, 200);
-    return "";
-  }
-  return body == std::string::npos ? "" : response.substr(body + 4);
-}
-
-// The Prometheus text format: "name{label="v",...} value" per sample line -> value.
-std::map<std::string, double> ParseMetrics(const std::string& text) {
-  std::map<std::string, double> samples;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const auto space = line.rfind(' ');
-    if (space == std::string::npos) continue;
-    samples[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
-  }
-  return samples;
 }
 
 // --metrics-listen serves /metrics; after a few requests it shows the right counts, histograms

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cmath>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -42,6 +43,27 @@ const Status& ClientGone() {
   static const Status* s = new Status(Status::Cancelled(
       "the client went away or its deadline passed; the tune goes on and will be cached"));
   return *s;
+}
+
+// The status with the field of a request's problem renamed: "problem.rows: ..." ->
+// "<name>.rows: ...", "problem: ..." -> "<name>: ...", for every field named before the first
+// ": " ("problem.rows, problem.cols: ..."); the code is kept.
+Status RenameProblemField(const Status& status, const std::string& name) {
+  const std::string& m = status.message();
+  const auto colon = m.find(": ");
+  const std::string fields = colon == std::string::npos ? std::string() : m.substr(0, colon);
+  std::string out;
+  size_t start = 0;
+  while (colon != std::string::npos) {
+    const auto comma = fields.find(", ", start);
+    std::string field = fields.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (field == "problem" || field.rfind("problem.", 0) == 0) field = name + field.substr(7);
+    out += (start == 0 ? "" : ", ") + field;
+    if (comma == std::string::npos) break;
+    start = comma + 2;
+  }
+  if (out.empty()) return Status(status.code(), name + ": " + m);
+  return Status(status.code(), out + m.substr(colon));
 }
 
 // The most bytes of entries one ListEntries answer carries (a default client accepts 4 MiB).
@@ -168,10 +190,114 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
   std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);
 };
 
-// One Tune call: candidate results arrive on the device worker's thread and are written one at a
-// time (gRPC allows one write in flight); the answer or the error finishes the stream after them.
-// Every gRPC operation is started outside mu_, decided under it (Pump).
-class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgress> {
+// A server stream fed from other threads (device workers): messages are queued and written one
+// at a time (gRPC allows one write in flight); the end (an answer and a status, or an error) is
+// decided once and finishes the stream after everything queued before it. A client that goes
+// away (a failed write, a cancellation, a passed deadline) drops what is not written yet and
+// ends the stream CANCELLED. Every gRPC operation is started outside mu_, decided under it.
+template <typename Msg>
+class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
+ public:
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      ClientLeft(/*write_done=*/true);  // the stream is broken: the client is gone
+      return;
+    }
+    {
+      MutexLock l(&mu_);
+      writing_ = false;
+      pending_.pop_front();
+      ++written_;
+    }
+    Pump();
+  }
+
+  void OnCancel() override { ClientLeft(/*write_done=*/false); }
+
+ protected:
+  // Queues a message; false (dropped) once the end is decided.
+  bool Enqueue(Msg msg) EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      if (final_.has_value()) return false;
+      pending_.push_back(std::move(msg));
+    }
+    Pump();
+    return true;
+  }
+
+  // Decides the end: `last` (if any) after everything queued, then `status`. Only the first
+  // decision counts.
+  void End(const Status& status, std::optional<Msg> last = std::nullopt) EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      if (final_.has_value()) return;
+      if (last.has_value()) pending_.push_back(std::move(*last));
+      final_ = status;
+    }
+    Pump();
+  }
+
+  // The client went away: stop feeding the stream (detach from the service). Called once,
+  // without mu_ held.
+  virtual void OnClientLeft() = 0;
+  // Leaves the call's note for the log line; called once, right before the stream finishes,
+  // without mu_ held. `written`: messages written.
+  virtual void OnFinishing(int written) = 0;
+
+ private:
+  // Drops what is not written yet (the write in flight stays until OnWriteDone) and ends the
+  // stream CANCELLED.
+  void ClientLeft(bool write_done) EXCLUDES(mu_) {
+    bool first = false;
+    {
+      MutexLock l(&mu_);
+      if (write_done) writing_ = false;
+      while (pending_.size() > (writing_ ? 1u : 0u)) pending_.pop_back();
+      first = !client_left_;
+      client_left_ = true;
+      final_ = ClientGone();
+    }
+    if (first) OnClientLeft();
+    Pump();
+  }
+
+  // Starts the next write, or finishes once everything is written.
+  void Pump() EXCLUDES(mu_) {
+    const Msg* write = nullptr;
+    std::optional<Status> finish;
+    int written = 0;
+    {
+      MutexLock l(&mu_);
+      if (writing_ || finished_) return;
+      if (!pending_.empty()) {
+        writing_ = true;
+        write = &pending_.front();  // a deque keeps it in place while more are pushed
+      } else if (final_.has_value()) {
+        finished_ = true;
+        finish = *final_;
+        written = written_;
+      }
+    }
+    if (write != nullptr) this->StartWrite(write);
+    if (finish.has_value()) {
+      OnFinishing(written);
+      this->Finish(ToGrpcStatus(*finish));
+    }
+  }
+
+  Mutex mu_;
+  std::deque<Msg> pending_ GUARDED_BY(mu_);  // front: the write in flight
+  bool writing_ GUARDED_BY(mu_) = false;
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool client_left_ GUARDED_BY(mu_) = false;
+  std::optional<Status> final_ GUARDED_BY(mu_);  // how the stream ends, once known
+  int written_ GUARDED_BY(mu_) = 0;
+};
+
+// One Tune call: candidate results arrive on the device worker's thread and are streamed as they
+// come; the answer or the error ends the stream after them.
+class GrpcTransposer::TuneCall : public StreamCall<v1::TuneProgress> {
  public:
   static grpc::ServerWriteReactor<v1::TuneProgress>* Start(GrpcTransposer* owner,
                                                            grpc::CallbackServerContext* context,
@@ -181,23 +307,6 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
     call->Begin(request);
     return call.get();
   }
-
-  void OnWriteDone(bool ok) override {
-    if (ok) {
-      {
-        MutexLock l(&mu_);
-        writing_ = false;
-        pending_.pop_front();
-        ++streamed_;
-      }
-      Pump();
-      return;
-    }
-    // The stream is broken: the client is gone.
-    ClientLeft(/*write_done=*/true);
-  }
-
-  void OnCancel() override { ClientLeft(/*write_done=*/false); }
 
   void OnDone() override {
     slot_.Release();
@@ -218,16 +327,16 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
       device_ = DescribeSelector(request.problem().device());
     }
     if (Status auth = owner_->Authorize("Tune", context_); !auth.ok()) {
-      End(auth, std::nullopt);
+      End(auth);
       return;
     }
     const StatusOr<ForcedTuneRequest> parsed = TuneRequestFromProto(request);
     if (!parsed.ok()) {
-      End(parsed.status(), std::nullopt);
+      End(parsed.status());
       return;
     }
     if (Status admitted = owner_->Admit("Tune", context_, &slot_); !admitted.ok()) {
-      End(admitted, std::nullopt);
+      End(admitted);
       return;
     }
     const ForcedTuneRequest& req = *parsed;
@@ -242,16 +351,27 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
       msg.set_index(index);
       msg.set_total(total);
       *msg.mutable_candidate() = CandidateResultToProto(r, backend, bytes);
+      {
+        MutexLock l(&self->mu_);
+        self->last_index_ = index;
+        self->last_total_ = total;
+      }
       self->Enqueue(std::move(msg));
     };
     auto done = [self](StatusOr<ConfigAnswer> answer) {
       if (!answer.ok()) {
-        self->End(answer.status(), std::nullopt);
+        self->End(answer.status());
         return;
       }
       v1::TuneProgress msg;
       *msg.mutable_answer() = AnswerToProto(answer->result, answer->source, &answer->measured_on);
-      self->End(Status::OK(), std::move(msg), answer->device_index);
+      {
+        MutexLock l(&self->mu_);
+        msg.set_index(self->last_index_);
+        msg.set_total(self->last_total_);
+        self->device_ = std::to_string(answer->device_index);
+      }
+      self->End(Status::OK(), std::move(msg));
     };
     auto waiter = owner_->service_->StartTune(req, std::move(progress), std::move(done));
     bool detach = false;
@@ -266,68 +386,20 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
     if (detach) owner_->service_->Detach(waiter);
   }
 
-  // Drops what is not written yet (the write in flight stays until OnWriteDone), detaches from the
-  // tune and ends the stream CANCELLED.
-  void ClientLeft(bool write_done) {
+  void OnClientLeft() override {
     std::shared_ptr<TransposeService::Waiter> waiter;
     {
       MutexLock l(&mu_);
-      if (write_done) writing_ = false;
-      while (pending_.size() > (writing_ ? 1u : 0u)) pending_.pop_back();
       cancelled_ = true;
-      final_ = ClientGone();
       waiter.swap(waiter_);
     }
     owner_->service_->Detach(waiter);
-    Pump();
   }
 
-  void Enqueue(v1::TuneProgress msg) {
-    {
-      MutexLock l(&mu_);
-      if (final_.has_value()) return;
-      last_index_ = msg.index();
-      last_total_ = msg.total();
-      pending_.push_back(std::move(msg));
-    }
-    Pump();
-  }
-
-  // The answer (the last message) or an error.
-  void End(const Status& status, std::optional<v1::TuneProgress> last, int device = -1) {
-    {
-      MutexLock l(&mu_);
-      if (final_.has_value()) return;
-      if (last.has_value()) {
-        last->set_index(last_index_);
-        last->set_total(last_total_);
-        pending_.push_back(std::move(*last));
-      }
-      if (device >= 0) device_ = std::to_string(device);
-      final_ = status;
-    }
-    Pump();
-  }
-
-  // Starts the next write, or finishes once everything is written.
-  void Pump() {
-    const v1::TuneProgress* write = nullptr;
-    std::optional<Status> finish;
-    {
-      MutexLock l(&mu_);
-      if (writing_ || finished_) return;
-      if (!pending_.empty()) {
-        writing_ = true;
-        write = &pending_.front();  // a deque keeps it in place while more are pushed
-      } else if (final_.has_value()) {
-        finished_ = true;
-        finish = *final_;
-        owner_->Note(context_, "problem=" + problem_ + " device=" + device_ +
-                                   " source=tuned candidates=" + std::to_string(streamed_));
-      }
-    }
-    if (write != nullptr) StartWrite(write);
-    if (finish.has_value()) Finish(ToGrpcStatus(*finish));
+  void OnFinishing(int written) override {
+    MutexLock l(&mu_);
+    owner_->Note(context_, "problem=" + problem_ + " device=" + device_ +
+                               " source=tuned candidates=" + std::to_string(written));
   }
 
   GrpcTransposer* const owner_;
@@ -337,15 +409,268 @@ class GrpcTransposer::TuneCall : public grpc::ServerWriteReactor<v1::TuneProgres
   CallLimiter::Slot slot_;          // taken by Begin, given back by OnDone
   Mutex mu_;
   std::string device_ GUARDED_BY(mu_);
-  std::deque<v1::TuneProgress> pending_ GUARDED_BY(mu_);  // front: the write in flight
-  bool writing_ GUARDED_BY(mu_) = false;
-  bool finished_ GUARDED_BY(mu_) = false;
   bool cancelled_ GUARDED_BY(mu_) = false;
-  std::optional<Status> final_ GUARDED_BY(mu_);  // how the stream ends, once known
-  int streamed_ GUARDED_BY(mu_) = 0;
-  int last_index_ GUARDED_BY(mu_) = 0;
+  int last_index_ GUARDED_BY(mu_) = 0;  // of the last candidate streamed
   int last_total_ GUARDED_BY(mu_) = 0;
   std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);
+};
+
+// One TuneMany call: the problems are validated up front (nothing starts when one is bad), then
+// started one at a time, each after the previous one's answer, so that a call holds at most one
+// place in a device's tune queue. A cached problem is answered at once (skipped); a missing one
+// joins or queues its tune (as a GetConfig miss; with force, as a Tune) and streams its candidate
+// results. A client that goes away detaches from the problem in flight (its tune runs to the end
+// and is stored, as elsewhere) and the problems not started yet are dropped.
+class GrpcTransposer::TuneManyCall : public StreamCall<v1::TuneManyProgress> {
+ public:
+  static grpc::ServerWriteReactor<v1::TuneManyProgress>* Start(
+      GrpcTransposer* owner, grpc::CallbackServerContext* context,
+      const v1::TuneManyRequest& request) {
+    std::shared_ptr<TuneManyCall> call(new TuneManyCall(owner, context));
+    call->self_ = call;
+    call->Begin(request);
+    return call.get();
+  }
+
+  void OnDone() override {
+    slot_.Release();
+    owner_->inflight_.fetch_sub(1);
+    self_.reset();  // may delete this
+  }
+
+ private:
+  struct Item {
+    Problem problem;
+    DeviceRef device;
+    std::string backend;  // of the device, for the streamed variants
+  };
+
+  TuneManyCall(GrpcTransposer* owner, grpc::CallbackServerContext* context)
+      : owner_(owner), context_(context) {
+    owner_->inflight_.fetch_add(1);
+  }
+
+  void Begin(const v1::TuneManyRequest& request) {
+    const int n = request.problems_size();
+    force_ = request.force();
+    // A forced re-tune overwrites cached winners: admin, as Tune.
+    if (force_) {
+      if (Status auth = owner_->Authorize("TuneMany.force", context_); !auth.ok()) {
+        Fail(auth);
+        return;
+      }
+    }
+    if (n < 1 || n > kMaxTuneManyProblems) {
+      Fail(Status::InvalidArgument("problems: between 1 and " +
+                                   std::to_string(kMaxTuneManyProblems) + " per call, got " +
+                                   std::to_string(n)));
+      return;
+    }
+    if (!std::isfinite(request.budget_seconds())) {
+      Fail(Status::InvalidArgument("budget_seconds: must be a finite number of seconds, got " +
+                                   std::to_string(request.budget_seconds())));
+      return;
+    }
+    if (Status s = CheckTuneBudget(request.budget_seconds()); !s.ok()) {
+      Fail(s);
+      return;
+    }
+    budget_seconds_ = request.budget_seconds();
+    exhaustive_ = request.exhaustive();
+    const std::vector<DeviceInfo> devices = owner_->service_->ListDevices();
+    for (int i = 0; i < n; ++i) {
+      const v1::Problem& raw = request.problems(i);
+      Item item;
+      StatusOr<Problem> parsed = ProblemFromProto(raw);
+      Status s = parsed.status();
+      if (s.ok()) {
+        item.problem = *parsed;
+        item.device = DeviceRefFromProto(raw.device());
+        s = owner_->service_->CheckRequest(item.problem, item.device);
+      }
+      if (!s.ok()) {
+        Fail(RenameProblemField(s, "problems[" + std::to_string(i) + "]"));
+        return;
+      }
+      item.backend = devices[*owner_->service_->ResolveDevice(item.device)].backend;
+      items_.push_back(std::move(item));
+    }
+    if (Status admitted = owner_->Admit("TuneMany", context_, &slot_); !admitted.ok()) {
+      Fail(admitted);
+      return;
+    }
+    StartNext();
+  }
+
+  // Ends the call before any problem started.
+  void Fail(const Status& status) {
+    {
+      MutexLock l(&mu_);
+      stopped_ = true;
+    }
+    End(status);
+  }
+
+  // Starts the problems in order until one waits for a tune (its answer, on the device worker's
+  // thread, goes on from there), the client has gone, or all are answered (then the stream ends).
+  void StartNext() {
+    while (true) {
+      int i = -1;
+      {
+        MutexLock l(&mu_);
+        if (stopped_) return;
+        if (next_ < static_cast<int>(items_.size())) {
+          i = next_++;
+          last_index_ = 0;
+          last_total_ = 0;
+        }
+      }
+      if (i < 0) {
+        End(Status::OK());
+        return;
+      }
+      const Item& item = items_[static_cast<size_t>(i)];
+      // Whoever comes second, the starter or the answer, goes on with the next problem: the
+      // answer may come at once (a cache hit), or on the worker before the start returns.
+      auto step = std::make_shared<std::atomic<int>>(0);
+      std::shared_ptr<TuneManyCall> self = self_;
+      const int64_t bytes = item.problem.bytes();
+      const std::string backend = item.backend;
+      auto progress = [self, i, backend, bytes](const CandidateResult& r, int index, int total) {
+        v1::TuneManyProgress msg = self->Message(i);
+        v1::TuneProgress* p = msg.mutable_progress();
+        p->set_index(index);
+        p->set_total(total);
+        *p->mutable_candidate() = CandidateResultToProto(r, backend, bytes);
+        {
+          MutexLock l(&self->mu_);
+          self->last_index_ = index;
+          self->last_total_ = total;
+        }
+        self->Enqueue(std::move(msg));
+      };
+      auto done = [self, i, step](StatusOr<ConfigAnswer> answer) {
+        if (self->Answered(i, answer) && step->fetch_add(1) == 1) self->StartNext();
+      };
+      std::shared_ptr<TransposeService::Waiter> waiter;
+      if (force_) {
+        ForcedTuneRequest req;
+        req.problem = item.problem;
+        req.device = item.device;
+        req.budget_seconds = budget_seconds_;
+        req.exhaustive = exhaustive_;
+        waiter = owner_->service_->StartTune(req, std::move(progress), std::move(done));
+      } else {
+        ConfigRequest req;
+        req.problem = item.problem;
+        req.device = item.device;
+        req.budget_seconds = budget_seconds_;
+        req.exhaustive = exhaustive_;
+        waiter = owner_->service_->StartGetConfig(req, std::move(done), std::move(progress));
+      }
+      bool detach = false;
+      {
+        MutexLock l(&mu_);
+        if (left_) {
+          detach = true;
+        } else if (waiter != nullptr && next_ == i + 1) {
+          waiter_ = waiter;  // still the problem in flight
+        }
+      }
+      if (detach) {
+        owner_->service_->Detach(waiter);
+        return;
+      }
+      if (step->fetch_add(1) != 1) return;  // the answer comes later and goes on from there
+    }
+  }
+
+  v1::TuneManyProgress Message(int i) const {
+    v1::TuneManyProgress msg;
+    msg.set_problem_index(i);
+    msg.set_problem_count(static_cast<int>(items_.size()));
+    return msg;
+  }
+
+  // Streams problem i's answer or error. False when the call stops here: the client has gone,
+  // or the problem could not be started (a full queue, a shutdown), which ends the stream with
+  // that status, naming the problem.
+  bool Answered(int i, const StatusOr<ConfigAnswer>& answer) {
+    v1::TuneManyProgress msg = Message(i);
+    const StatusCode code = answer.status().code();
+    if (!answer.ok() &&
+        (code == StatusCode::kResourceExhausted || code == StatusCode::kCancelled)) {
+      {
+        MutexLock l(&mu_);
+        stopped_ = true;
+        ++failed_;
+      }
+      End(Status(code, "problems[" + std::to_string(i) + "]: " + answer.status().message() +
+                           " (" + std::to_string(i) + " of " + std::to_string(items_.size()) +
+                           " problems answered before it)"));
+      return false;
+    }
+    {
+      MutexLock l(&mu_);
+      if (left_ || stopped_) return false;
+      if (!answer.ok()) {
+        ++failed_;
+        msg.mutable_error()->set_code(static_cast<int>(ToGrpcStatus(answer.status()).error_code()));
+        msg.mutable_error()->set_message(answer.status().message());
+      } else {
+        ++(answer->source == AnswerSource::kCache ? cached_ : tuned_);
+        v1::TuneProgress* p = msg.mutable_progress();
+        p->set_index(last_index_);
+        p->set_total(last_total_);
+        *p->mutable_answer() =
+            AnswerToProto(answer->result, answer->source, &answer->measured_on);
+      }
+    }
+    return Enqueue(std::move(msg));
+  }
+
+  void OnClientLeft() override {
+    std::shared_ptr<TransposeService::Waiter> waiter;
+    {
+      MutexLock l(&mu_);
+      left_ = true;
+      stopped_ = true;
+      waiter.swap(waiter_);
+    }
+    owner_->service_->Detach(waiter);
+  }
+
+  void OnFinishing(int written) override {
+    MutexLock l(&mu_);
+    const int answered = cached_ + tuned_ + failed_;
+    owner_->Note(context_, "problems=" + std::to_string(items_.size()) +
+                               " force=" + (force_ ? "true" : "false") +
+                               " cached=" + std::to_string(cached_) +
+                               " tuned=" + std::to_string(tuned_) +
+                               " failed=" + std::to_string(failed_) + " dropped=" +
+                               std::to_string(static_cast<int>(items_.size()) - answered) +
+                               " messages=" + std::to_string(written));
+  }
+
+  GrpcTransposer* const owner_;
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<TuneManyCall> self_;  // set in Start, dropped in OnDone
+  CallLimiter::Slot slot_;              // taken by Begin, given back by OnDone
+  // Written by Begin before the first problem starts, then read only.
+  std::vector<Item> items_;
+  bool force_ = false;
+  double budget_seconds_ = 0;
+  bool exhaustive_ = false;
+  Mutex mu_;
+  int next_ GUARDED_BY(mu_) = 0;         // the next problem to start
+  bool stopped_ GUARDED_BY(mu_) = false;  // no problem starts any more
+  bool left_ GUARDED_BY(mu_) = false;     // the client has gone
+  int last_index_ GUARDED_BY(mu_) = 0;    // of the problem in flight's last candidate
+  int last_total_ GUARDED_BY(mu_) = 0;
+  int cached_ GUARDED_BY(mu_) = 0;
+  int tuned_ GUARDED_BY(mu_) = 0;
+  int failed_ GUARDED_BY(mu_) = 0;
+  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);  // the problem in flight's
 };
 
 grpc::ServerUnaryReactor* GrpcTransposer::GetConfig(grpc::CallbackServerContext* context,
@@ -357,6 +682,11 @@ grpc::ServerUnaryReactor* GrpcTransposer::GetConfig(grpc::CallbackServerContext*
 grpc::ServerWriteReactor<v1::TuneProgress>* GrpcTransposer::Tune(
     grpc::CallbackServerContext* context, const v1::TuneRequest* request) {
   return TuneCall::Start(this, context, *request);
+}
+
+grpc::ServerWriteReactor<v1::TuneManyProgress>* GrpcTransposer::TuneMany(
+    grpc::CallbackServerContext* context, const v1::TuneManyRequest* request) {
+  return TuneManyCall::Start(this, context, *request);
 }
 
 grpc::ServerUnaryReactor* GrpcTransposer::ListDevices(grpc::CallbackServerContext* context,

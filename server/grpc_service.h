@@ -12,10 +12,17 @@
 // detaches from its tune (TransposeService::Detach): the RPC ends CANCELLED at once, the tune runs
 // to the end and is stored, so a later request finds the answer in the cache.
 //
+// TuneMany validates its whole list first (INVALID_ARGUMENT "problems[3].rows: ..."; nothing
+// starts), then takes the problems one at a time, each after the previous one's answer, so a call
+// holds at most one place in a device's tune queue: a cached problem is answered at once
+// (skipped), a missing one joins or queues its tune as a GetConfig miss (with force: as a Tune,
+// behind the admin check) and streams its candidates, then its answer or error. A client that goes
+// away detaches from the problem in flight (its tune is stored) and the rest are dropped.
+//
 // Thread-safety: gRPC calls the handlers and reactions from many threads at once; the only state
-// of this object is an atomic count of live GetConfig/Tune calls (for a graceful shutdown), and
-// TransposeService is thread-safe. The service (and the notes) must outlive this object and the
-// server.
+// of this object is an atomic count of live GetConfig/Tune/TuneMany calls (for a graceful
+// shutdown), and TransposeService is thread-safe. The service (and the notes) must outlive this
+// object and the server.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -34,7 +41,7 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
  public:
   // `notes` (optional) receives each call's note for the interceptor's log line.
   // `gate` decides who may call the admin RPCs (server/security.h); the default admits loopback
-  // peers only. `limiter` (optional, must outlive this object) caps the GetConfig and Tune calls
+  // peers only. `limiter` (optional, must outlive this object) caps the GetConfig, Tune and TuneMany calls
   // open at once per client and in total (server/call_limiter.h).
   explicit GrpcTransposer(TransposeService* service, RpcNotes* notes = nullptr,
                           AdminGate gate = AdminGate(), CallLimiter* limiter = nullptr)
@@ -45,6 +52,10 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
                                       v1::Answer* response) override;
   grpc::ServerWriteReactor<v1::TuneProgress>* Tune(grpc::CallbackServerContext* context,
                                                    const v1::TuneRequest* request) override;
+  // Pre-tunes a list of problems one after the other (cached ones skipped; force: re-tuned, admin),
+  // streaming each one's candidates and answer or error.
+  grpc::ServerWriteReactor<v1::TuneManyProgress>* TuneMany(
+      grpc::CallbackServerContext* context, const v1::TuneManyRequest* request) override;
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
                                         const v1::ListDevicesRequest* request,
                                         v1::ListDevicesResponse* response) override;
@@ -65,14 +76,17 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   // The most rows one ImportEntries call takes.
   static constexpr int kMaxImportBatch = 1000;
 
-  // GetConfig and Tune calls not yet done. The daemon waits for this to reach 0 (after
+  // GetConfig, Tune and TuneMany calls not yet done. The daemon waits for this to reach 0 (after
   // cancelling tunes) before it stops the server, so that answers already computed still reach
   // their clients.
   int inflight() const { return inflight_.load(); }
 
  private:
+  template <typename Msg>
+  class StreamCall;
   class GetConfigCall;
   class TuneCall;
+  class TuneManyCall;
 
   void Note(const grpc::ServerContextBase* context, std::string note) {
     if (notes_ != nullptr) notes_->Note(context, std::move(note));

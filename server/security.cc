@@ -16,6 +16,9 @@ constexpr std::string_view kAdminMethods[] = {
     "DeleteEntries",  // prunes the cache
     "ImportEntries",  // writes entries from elsewhere
     "ExportEntries",  // reads the whole cache out in one go
+    // Not an RPC of its own: a TuneMany with force re-tunes and overwrites cached winners, as
+    // Tune; its handler asks the gate under this name.
+    "TuneMany.force",
 };
 
 // Every RPC anyone who can connect may call. Each RPC of the Transposer service is in exactly one
@@ -24,6 +27,8 @@ constexpr std::string_view kOpenMethods[] = {
     "GetConfig",    // a lookup; tunes a miss once (never overwrites a cached winner)
     "ListDevices",  // the daemon's devices
     "ListEntries",  // the cache, a page at a time
+    "TuneMany",     // pre-tunes a list: cached ones skipped, misses tuned once (as GetConfig);
+                    // with force it is admin ("TuneMany.force")
 };
 
 // Compares without an early exit, so that the time taken says nothing about the token.

@@ -10,6 +10,8 @@
 //     (when a token is configured, nothing else counts);
 //   - without a token file: a client certificate verified by --tls-client-ca (mTLS identity),
 //     or a loopback peer (127.0.0.0/8, ::1, a unix socket).
+// TuneMany is open (like GetConfig it only tunes what is missing), except with force = true,
+// which re-tunes like Tune: its handler asks the gate for "TuneMany.force", an admin method.
 // Everything else (GetConfig, ListDevices, ListEntries, health, reflection) is open to whoever can
 // connect. AdminGate::Authorize answers UNAUTHENTICATED for a missing or wrong token and
 // PERMISSION_DENIED for a remote peer when no token is configured.

@@ -118,6 +118,20 @@ TEST_F(SecurityE2eTest, AdminRpcsNeedTheTokenLookupsStayOpen) {
   EXPECT_EQ(del.status().code(), StatusCode::kUnauthenticated) << del.status().ToString();
   auto tune = anonymous->Tune(SmallTune());
   EXPECT_EQ(tune.status().code(), StatusCode::kUnauthenticated) << tune.status().ToString();
+  // TuneMany is open (the cached problem is skipped); with force it re-tunes: admin.
+  v1::TuneManyRequest many;
+  *many.add_problems() = SmallTune().problem();
+  int answers = 0;
+  auto count = [&answers](const v1::TuneManyProgress& m) {
+    answers += m.progress().has_answer() ? 1 : 0;
+    return Status::OK();
+  };
+  Status open = anonymous->TuneMany(many, count);
+  EXPECT_TRUE(open.ok()) << open.ToString();
+  EXPECT_EQ(answers, 1);
+  many.set_force(true);
+  Status forced = anonymous->TuneMany(many, count);
+  EXPECT_EQ(forced.code(), StatusCode::kUnauthenticated) << forced.ToString();
   ClientOptions wrong;
   wrong.token = "not-the-token-at-all";
   auto w = Connect(wrong);
@@ -131,6 +145,8 @@ TEST_F(SecurityE2eTest, AdminRpcsNeedTheTokenLookupsStayOpen) {
   auto ok = Connect(admin);
   auto tuned = ok->Tune(SmallTune());
   EXPECT_TRUE(tuned.ok()) << tuned.status().ToString();
+  Status forced_with_token = ok->TuneMany(many, count);
+  EXPECT_TRUE(forced_with_token.ok()) << forced_with_token.ToString();
   auto deleted = ok->DeleteEntries(all);
   ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
   EXPECT_EQ(*deleted, 1);

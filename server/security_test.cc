@@ -18,6 +18,14 @@ TEST(SecurityTest, AdminMethodsAreTheOnesThatChangeTheCache) {
   EXPECT_FALSE(IsAdminMethod("GetConfig"));
   EXPECT_FALSE(IsAdminMethod("ListDevices"));
   EXPECT_FALSE(IsAdminMethod("ListEntries"));
+  // TuneMany tunes only what is missing, like GetConfig; with force it re-tunes, like Tune.
+  EXPECT_TRUE(IsOpenMethod("TuneMany"));
+  EXPECT_FALSE(IsAdminMethod("TuneMany"));
+  EXPECT_TRUE(IsAdminMethod("TuneMany.force"));
+  const AdminGate plain("", /*mtls=*/false);
+  EXPECT_TRUE(plain.Authorize("TuneMany", "ipv4:10.0.0.7:1", "", false).ok());
+  EXPECT_EQ(plain.Authorize("TuneMany.force", "ipv4:10.0.0.7:1", "", false).code(),
+            StatusCode::kPermissionDenied);
 }
 
 // Every RPC of the service is classified: admin (needs the token) or open. A new RPC in the

@@ -39,6 +39,17 @@ std::string PrefixFields(const std::string& message, const std::string& prefix) 
 
 }  // namespace
 
+Status CheckTuneBudget(double budget_seconds) {
+  if (!std::isfinite(budget_seconds) || budget_seconds < 0 ||
+      budget_seconds > kMaxTuneBudgetSeconds) {
+    return Status::InvalidArgument(
+        "budget_seconds: must be >= 0 (0: the daemon's default) and <= " +
+        std::to_string(static_cast<int>(kMaxTuneBudgetSeconds)) + ", got " +
+        std::to_string(budget_seconds));
+  }
+  return Status::OK();
+}
+
 std::string EntryPageToken(const EntryCursor& cursor) {
   return "e1." + std::to_string(cursor.tuned_at_unix_ms) + "." + std::to_string(cursor.id);
 }
@@ -105,7 +116,7 @@ struct TransposeService::Job {
   Problem problem;
   std::string key;  // fingerprint|problem key
   TuneOptions options;
-  bool forced = false;              // from Tune: reports progress to its waiters
+  bool forced = false;              // from Tune: a fresh tune (no peer lookup)
   std::atomic<bool> cancel{false};  // passed to RunTune
 
   Mutex mu;  // after the service's mu_
@@ -294,8 +305,13 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::JoinLocked(
   return waiter;
 }
 
+Status TransposeService::CheckRequest(const Problem& problem, const DeviceRef& device) const {
+  TR_ASSIGN_OR_RETURN(const int index, ResolveDevice(device));
+  return CheckProblem(problem, index);
+}
+
 std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
-    const ConfigRequest& request, AnswerFn done) {
+    const ConfigRequest& request, AnswerFn done, TuneProgressFn progress) {
   auto fail = [&done](Status s) -> std::shared_ptr<Waiter> {
     done(std::move(s));
     return nullptr;
@@ -315,6 +331,7 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
   }
   const Problem& problem = request.problem;
   if (Status s = CheckProblem(problem, device); !s.ok()) return fail(std::move(s));
+  if (Status s = CheckTuneBudget(request.budget_seconds); !s.ok()) return fail(std::move(s));
   const std::string& fp = fingerprints_[device];
   const std::string& cls = classes_[device];
 
@@ -375,13 +392,15 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
             second_lookup = full;
           } else {
             TuneOptions options = options_.tune;
-            options.budget_seconds = options_.tune_budget_seconds;
+            options.budget_seconds = request.budget_seconds > 0 ? request.budget_seconds
+                                                                : options_.tune_budget_seconds;
+            options.exhaustive = request.exhaustive;
             job = EnqueueLocked(device, problem, std::move(options), /*forced=*/false);
             inflight_[key] = job;
           }
         }
       }
-      if (job) waiter = JoinLocked(job, nullptr, std::move(done));
+      if (job) waiter = JoinLocked(job, std::move(progress), std::move(done));
     }
   }
   if (waiter) {
@@ -471,13 +490,7 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartTune(
   if (!resolved.ok()) return fail(resolved.status());
   const int device = *resolved;
   if (Status s = CheckProblem(request.problem, device); !s.ok()) return fail(std::move(s));
-  if (!std::isfinite(request.budget_seconds) || request.budget_seconds < 0 ||
-      request.budget_seconds > kMaxTuneBudgetSeconds) {
-    return fail(Status::InvalidArgument(
-        "budget_seconds: must be >= 0 (0: the daemon's default) and <= " +
-        std::to_string(static_cast<int>(kMaxTuneBudgetSeconds)) + ", got " +
-        std::to_string(request.budget_seconds)));
-  }
+  if (Status s = CheckTuneBudget(request.budget_seconds); !s.ok()) return fail(std::move(s));
   TuneOptions options = options_.tune;
   options.budget_seconds =
       request.budget_seconds > 0 ? request.budget_seconds : options_.tune_budget_seconds;
@@ -593,7 +606,7 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
                     EffectiveGBps(job->problem.bytes(), c.measurement.median_s),
                     c.measurement.valid, PhaseName(c.phase),
                     c.measurement.valid ? "" : " error=\"" + c.measurement.error + "\"");
-      if (!job->forced) return;
+      // Every waiter that asked for them (Tune, TuneMany; not GetConfig) sees the results.
       std::vector<std::shared_ptr<Waiter>> waiters;
       {
         MutexLock l(&job->mu);

@@ -57,10 +57,17 @@ struct ConfigRequest {
   // ANSWER_NOW: a miss answers at once with the nearest stored problem's winner or the heuristic
   // default (never waits for a tune) and queues the tune in the background.
   bool answer_now = false;
+  // Of the tune a miss starts (a tune it joins keeps its own): budget (<= 0: the service's
+  // default; at most kMaxTuneBudgetSeconds) and exhaustive measurement (TuneMany sets them).
+  double budget_seconds = 0;
+  bool exhaustive = false;
 };
 
 // The longest budget a Tune request may ask for (a tune holds its device for that long).
 inline constexpr double kMaxTuneBudgetSeconds = 3600;
+// OK for a requested tune budget in [0, kMaxTuneBudgetSeconds] (0: the default), else
+// INVALID_ARGUMENT "budget_seconds: ...".
+Status CheckTuneBudget(double budget_seconds);
 
 struct ForcedTuneRequest {
   Problem problem;
@@ -157,8 +164,8 @@ struct ServiceCounters {
   int64_t cache_misses = 0;
 };
 
-// For each candidate result of a forced tune: (result, 1-based index, quick-pass total). Called on
-// the device's worker thread, in order, all before the answer.
+// For each candidate result of a tune: (result, 1-based index, quick-pass total). Called on the
+// device's worker thread, in order, all before the answer.
 using TuneProgressFn = std::function<void(const CandidateResult&, int, int)>;
 // The answer to one request, called exactly once unless the request detached first.
 using AnswerFn = std::function<void(StatusOr<ConfigAnswer>)>;
@@ -182,8 +189,15 @@ class TransposeService {
   // `done` gets NOT_FOUND on a miss with cache_only; INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming
   // the bad `problem.<field>`; NOT_FOUND for an unknown device; CANCELLED when the service shuts
   // down; whatever the tune returned otherwise. Returns the request's Waiter while it waits for a
-  // tune, null when `done` was already called.
-  std::shared_ptr<Waiter> StartGetConfig(const ConfigRequest& request, AnswerFn done);
+  // tune, null when `done` was already called. `progress` (may be empty) sees the candidate
+  // results of the tune the request waits for (started or joined), from then on.
+  std::shared_ptr<Waiter> StartGetConfig(const ConfigRequest& request, AnswerFn done,
+                                         TuneProgressFn progress = nullptr);
+
+  // What StartGetConfig / StartTune would refuse a problem for before anything starts: NOT_FOUND
+  // "problem.device: ..." for an unknown device, INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming
+  // the bad `problem.<field>`, or no kernel configuration for it.
+  Status CheckRequest(const Problem& problem, const DeviceRef& device) const;
 
   // A forced, fresh tune (stored like any other). `progress` (may be empty) sees every candidate
   // result as it completes. GetConfig requests for the same problem that arrive while it is

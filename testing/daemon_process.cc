@@ -6,6 +6,9 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
@@ -25,6 +28,47 @@ std::string ReadFileOrEmpty(const fs::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// GET http://127.0.0.1:port/path (HTTP/1.0); the body of a 200 answer, or "" with *error.
+std::string HttpGet(int port, const std::string& path, std::string* error) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    *error = "socket failed";
+    return "";
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, n);
+    }
+  }
+  close(fd);
+  const auto body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.1 200", 0) != 0 && response.rfind("HTTP/1.0 200", 0) != 0) {
+    *error = "not a 200 answer: " + response.substr(0, 200);
+    return "";
+  }
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// The Prometheus text format: "name{label="v",...} value" per sample line -> value.
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  std::map<std::string, double> samples;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    samples[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
+  }
+  return samples;
 }
 
 namespace {
@@ -68,13 +112,17 @@ Status DaemonProcess::Start() {
     const char* t = std::getenv("TMPDIR");
     root = t != nullptr && *t != '\0' ? t : "/tmp";
   }
-  std::string pattern = root + "/transposed_test.XXXXXX";
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  if (mkdtemp(buf.data()) == nullptr)
-    return Status::Internal("mkdtemp " + pattern + ": " + std::strerror(errno));
-  dir_ = buf.data();
+  if (dir_.empty()) {
+    std::string pattern = root + "/transposed_test.XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()) == nullptr)
+      return Status::Internal("mkdtemp " + pattern + ": " + std::strerror(errno));
+    dir_ = buf.data();
+  }
   const fs::path port_file = dir_ / "port";
+  std::error_code ignored;
+  fs::remove(port_file, ignored);  // a restart: the last run's port
 
   std::vector<std::string> argv;
   if (options_.run_as_uid >= 0) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,8 @@ class DaemonProcess {
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
   // Makes the directory, spawns the daemon, waits for its port. UNAVAILABLE with the daemon's
-  // stderr and log when it exits first or does not serve within the timeout.
+  // stderr and log when it exits first or does not serve within the timeout. After Stop(), starts
+  // it again in the same directory, on the same database (a restart; the port may change).
   Status Start();
   // SIGTERM, then waits up to `seconds` for exit 0 (INTERNAL otherwise, after a SIGKILL).
   Status Stop(double seconds = 30);
@@ -72,5 +74,10 @@ class DaemonProcess {
 };
 
 std::string ReadFileOrEmpty(const std::filesystem::path& path);
+
+// GET http://127.0.0.1:port/path (HTTP/1.0); the body of a 200 answer, or "" with *error.
+std::string HttpGet(int port, const std::string& path, std::string* error);
+// The Prometheus text format: "name{label="v",...} value" per sample line -> value.
+std::map<std::string, double> ParseMetrics(const std::string& text);
 
 }  // namespace transposed::testing
