@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -771,15 +772,26 @@ grpc::ServerUnaryReactor* GrpcTransposer::DeleteEntries(grpc::CallbackServerCont
 
 namespace {
 
-// Streams a list of entries, one Write at a time; finishes with `status` after the last.
+// Entries read from the store at once by an export: memory holds one page of them (with their
+// candidates), whatever the size of the cache.
+constexpr int kExportPageSize = 100;
+
+// Streams the entries of `query` page by page from the store, one Write at a time; finishes with
+// `status` when it is not OK, else after the last entry (or with the error of a page that could
+// not be read). `on_finish` gets the number of entries sent, before the status goes out.
 class ExportCall : public grpc::ServerWriteReactor<v1::ExportedEntry> {
  public:
-  ExportCall(std::vector<TuneResult> entries, Status status)
-      : entries_(std::move(entries)), status_(std::move(status)) {
+  ExportCall(TransposeService* service, EntryQuery query, Status status,
+             std::function<void(int64_t)> on_finish)
+      : service_(service),
+        query_(std::move(query)),
+        status_(std::move(status)),
+        on_finish_(std::move(on_finish)) {
     Next();
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
+      if (on_finish_) on_finish_(sent_);
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away during the export"));
       return;
     }
@@ -789,16 +801,37 @@ class ExportCall : public grpc::ServerWriteReactor<v1::ExportedEntry> {
 
  private:
   void Next() {
-    if (!status_.ok() || next_ >= entries_.size()) {
+    if (status_.ok() && next_ >= page_.entries.size() && (first_page_ || page_.more)) {
+      first_page_ = false;
+      page_.entries.clear();  // the old page goes before the new one comes
+      auto page = service_->ListEntryPage(query_, /*include_candidates=*/true, kExportPageSize,
+                                          resume_token_);
+      if (page.ok()) {
+        page_ = std::move(page).value();
+        next_ = 0;
+        if (!page_.resume_tokens.empty()) resume_token_ = page_.resume_tokens.back();
+      } else {
+        status_ = page.status();
+      }
+    }
+    if (!status_.ok() || next_ >= page_.entries.size()) {
+      if (on_finish_) on_finish_(sent_);
       Finish(ToGrpcStatus(status_));
       return;
     }
-    message_ = ExportedEntryToProto(entries_[next_++]);
+    message_ = ExportedEntryToProto(page_.entries[next_++]);
+    ++sent_;
     StartWrite(&message_);
   }
-  std::vector<TuneResult> entries_;
+  TransposeService* const service_;
+  const EntryQuery query_;
   Status status_;
+  const std::function<void(int64_t)> on_finish_;
+  EntryPage page_;
+  bool first_page_ = true;
+  std::string resume_token_;
   size_t next_ = 0;
+  int64_t sent_ = 0;
   v1::ExportedEntry message_;
 };
 
@@ -808,20 +841,17 @@ grpc::ServerWriteReactor<v1::ExportedEntry>* GrpcTransposer::ExportEntries(
     grpc::CallbackServerContext* context, const v1::ExportEntriesRequest* request) {
   if (Status auth = Authorize("ExportEntries", context); !auth.ok()) {
     Note(context, "refused");
-    return new ExportCall({}, std::move(auth));
+    return new ExportCall(service_, EntryQuery(), std::move(auth), nullptr);
   }
+  EntryQuery query;
+  query.filter.device_class = request->device_class();
   Status status = CheckFieldLength("device_class", request->device_class());
-  std::vector<TuneResult> entries;
-  if (status.ok()) {
-    EntryQuery query;
-    query.filter.device_class = request->device_class();
-    auto listed = service_->ListEntries(query, /*include_candidates=*/true, /*limit=*/0);
-    status = listed.status();
-    if (listed.ok()) entries = std::move(listed).value();
-  }
-  Note(context, "device_class=" + Quote(request->device_class()) +
-                    " entries=" + std::to_string(entries.size()));
-  return new ExportCall(std::move(entries), std::move(status));
+  const std::string device_class = Quote(request->device_class());
+  return new ExportCall(service_, std::move(query), std::move(status),
+                        [this, context, device_class](int64_t sent) {
+                          Note(context, "device_class=" + device_class +
+                                            " entries=" + std::to_string(sent));
+                        });
 }
 
 grpc::ServerUnaryReactor* GrpcTransposer::ImportEntries(grpc::CallbackServerContext* context,
