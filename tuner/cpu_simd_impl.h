@@ -7,6 +7,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -375,11 +376,42 @@ void WalkT(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& ne
   const int64_t i_full = b.i0 + (b.i1 - b.i0) / M * M;
   const int64_t j_full = b.j0 + (b.j1 - b.j0) / M * M;
   BlockPrefetcher prefetch(next_m, next, (i_full - b.i0) / M * ((j_full - b.j0) / M));
-  for (int64_t j = b.j0; j < j_full; j += M)
-    for (int64_t i = b.i0; i < i_full; i += M) {
+  // 1-byte elements: a micro-tile writes 64 output rows; at power-of-two row strides of 4 KiB or
+  // more, 64 streaming stores to lines that far apart in a burst run at a quarter of the speed
+  // of 16 (measured, docs/cpu-backend.md). So up to kStageTiles micro-tiles down the column are
+  // transposed into an L1 staging block first, and written out 16 rows at a time, each row's
+  // lines of those tiles one after another.
+  constexpr int kStageTiles = M >= 64 ? 8 : 1;
+  constexpr int kBand = 16;
+  alignas(64) Byte stage[kStageTiles > 1 ? M * kStageTiles * kLineBytes : kLineBytes];
+  for (int64_t j = b.j0; j < j_full; j += M) {
+    int64_t i = b.i0;
+    if constexpr (kStageTiles > 1) {
+      for (int64_t n; (n = std::min<int64_t>(kStageTiles, (i_full - i) / M)) > 1; i += n * M) {
+        for (int t = 0; t < n; ++t) {
+          prefetch.Step();
+          Micro<E, false>(m.in + (i + t * M) * ldi_b + j * E, ldi_b, stage + t * kLineBytes,
+                          kStageTiles * kLineBytes, false);
+        }
+        Byte* dst = m.out + j * ldo_b + i * E;
+        for (int q0 = 0; q0 < M; q0 += kBand)
+          for (int t = 0; t < n; ++t)
+            for (int q = q0; q < q0 + kBand; ++q) {
+              Byte* d = dst + q * ldo_b + t * kLineBytes;
+              const Byte* src = stage + (q * kStageTiles + t) * kLineBytes;
+              if (nt) {
+                StreamLine(d, src);
+              } else {
+                __builtin_memcpy(d, src, kLineBytes);
+              }
+            }
+      }
+    }
+    for (; i < i_full; i += M) {
       prefetch.Step();
       Micro<E, false>(m.in + i * ldi_b + j * E, ldi_b, m.out + j * ldo_b + i * E, ldo_b, nt);
     }
+  }
   Scalar<E>(m, b.i0, i_full, j_full, b.j1);  // right strip
   Scalar<E>(m, i_full, b.i1, b.j0, b.j1);    // bottom strip
 }
