@@ -6,7 +6,9 @@
 //   --random N        N problems drawn from a seed (--seed S, else a fresh one, printed) across
 //                     element sizes 1/2/4/8/16, odd and aligned shapes, skinny sides, batches and
 //                     leading dimensions, 16 MiB to 2 GiB (--min-mib/--max-mib), with a summary
-//                     per element size: median and worst share of the copy, ratio to cuBLAS.
+//                     per element size: median and worst share of the copy, ratio to cuBLAS;
+//                     --kind K keeps only the drawn problems of class K (odd, aligned, skinny,
+//                     batched, strided), the same problems for the same seed.
 // For each problem, in the same run and through the one measurement harness the daemon's worker
 // uses (transposed/kernels/harness.h: rotating pairs past 4x L2, event-timed samples, median):
 //   memcpy        cudaMemcpyAsync device-to-device of the same bytes (the ceiling);
@@ -287,7 +289,7 @@ void PrintRandomSummary(const std::vector<Row>& summary, uint64_t seed) {
 }
 
 int Main(int argc, char** argv) {
-  std::string csv, all_csv, filter;
+  std::string csv, all_csv, filter, kind;
   int random_n = 0;
   uint64_t seed = 0;
   bool seed_given = false;
@@ -312,6 +314,8 @@ int Main(int argc, char** argv) {
       all_csv = next();
     } else if (a == "--filter") {
       filter = next();
+    } else if (a == "--kind") {
+      kind = next();
     } else if (a == "--samples") {
       timing.min_samples = std::max(3, std::atoi(next().c_str()));
     } else if (a == "--random") {
@@ -328,7 +332,7 @@ int Main(int argc, char** argv) {
                    "usage: transpose_bench [--csv PATH] [--all-csv PATH] [--filter SUBSTR] "
                    "[--samples N]\n"
                    "       transpose_bench --random N [--seed S] [--min-mib M] [--max-mib M] "
-                   "[--csv PATH] [--all-csv PATH]\n");
+                   "[--kind odd|aligned|skinny|batched|strided] [--csv PATH] [--all-csv PATH]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -375,6 +379,7 @@ int Main(int argc, char** argv) {
          bench::RandomProblems(seed, random_n, min_mib << 20, max_mib << 20)) {
       const std::string label = rp.problem.ToString();
       if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+      if (!kind.empty() && rp.kind != kind) continue;
       std::vector<Row> rows = bench.Problem1(label, rp.kind, rp.problem);
       summary.insert(summary.end(), rows.begin(), rows.end());
     }
