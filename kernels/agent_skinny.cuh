@@ -1,6 +1,8 @@
 // The skinny agent: problems with one side of 1..16 elements, one agent for both directions
 // (SkinnyDir), moving the contiguous side as raw 16-byte chunks and the other side as 16-byte
-// vectors gathered/scattered element-wise in shared memory (SkinnyOffset layout, tile_math.h).
+// vectors gathered/scattered element-wise in shared memory (SkinnyOffset layout, tile_math.h):
+// tall output rows as aligned 16-byte windows whatever their alignment (SegmentWindow), wide
+// input rows as vectors where aligned, else element-wise.
 // Internal to kernels/. Stateless launchers; thread-safe.
 #pragma once
 
@@ -130,14 +132,16 @@ __device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const 
 enum class SkinnyDir { kTall, kWide };
 
 // One tile of L elements along the long side x n along the narrow side; NMAX >= n bounds the
-// per-thread unit counts (4, 8 or 16, picked at launch). Phases: the contiguous side
-// (LoadContiguous / StoreContiguous: raw 16-byte chunks), the strided side (LoadStrided: vectors
-// scattered into shared / StoreStrided: vectors gathered from shared), a barrier between them.
+// per-thread unit counts (4, 8 or 16, picked at launch; tall: L is then the config's length x
+// 16 / NMAX, so that L x NMAX, the shared bytes and the per-thread counts do not depend on NMAX).
+// Phases: the contiguous side (LoadContiguous / StoreContiguous: raw 16-byte chunks), the
+// strided side (LoadStrided: windows scattered into shared / StoreStrided: windows gathered from
+// shared), a barrier between them.
 template <int E, int L, int BR, int NMAX, SkinnyDir D>
 struct SkinnyAgent {
   static constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
   static constexpr int MAXB = L * NMAX * E;
-  static constexpr int MU = (NMAX * NV + NT - 1) / NT;  // strided units per thread at most
+  static constexpr int MU = (NMAX * NV + NT - 1) / NT;  // strided windows per thread at most
 
   const Args a;  // by value: the address of a kernel parameter is never taken
   const int n;   // narrow side
@@ -148,29 +152,62 @@ struct SkinnyAgent {
     return D == SkinnyDir::kTall ? a.rows : a.cols;
   }
 
-  // Tall, strided side: output row c (an input column), vector ov of the tile's L elements.
+  // Misalignment (bytes past a 16-byte boundary) of the strided segments of narrow index i in
+  // batch entry z: the long row starts at base + (z * n + i) * ld * E, and every tile's segment
+  // starts a multiple of L * E (a multiple of 16) bytes further. Only the low 4 bits matter, so
+  // 32-bit arithmetic (wrapping) gives them exactly.
+  __device__ __forceinline__ int SegmentMisalignment(const void* base, int64_t z, int i,
+                                                     int64_t ld) const {
+    if constexpr (E == 16) return 0;  // 16-byte elements: pointers are element aligned
+    const uint32_t row = static_cast<uint32_t>(z) * static_cast<uint32_t>(n) + i;
+    return static_cast<int>((static_cast<uint32_t>(reinterpret_cast<uintptr_t>(base)) +
+                             row * static_cast<uint32_t>(ld * E)) & 15u);
+  }
+
+  // Tall, strided side: for each output row c, the windows of its segment of the tile
+  // (SegmentWindow, tile_math.h): windows 0 .. NV-1 as units q = 0 .. n * NV - 1 spread over
+  // the threads (MU per thread), window NV (non-empty only on a misaligned row) by thread c
+  // afterwards, so the per-thread unit count is that of aligned rows.
+  // window ov of output row c (an input column) gathered from shared and
+  // stored as one 16-byte vector whatever the row's alignment; the head and tail windows of a
+  // misaligned row store only the segment's bytes (StoreWindowRange).
+  __device__ __forceinline__ void StoreWindow(const unsigned char* sm, int64_t z, int64_t r0,
+                                              int nr, int c, int ov) const {
+    const int p = SegmentMisalignment(a.out, z, c, a.ldo);
+    const SegmentWindow w = WindowOfSegment(ov, p, nr, E);
+    if (w.empty()) return;
+    unsigned char* dst = a.out + OutputOffset(z, r0, c, a.cols, a.ldo, E) - p + 16 * ov;
+    uint32_t x[4] = {0, 0, 0, 0};
+    if (w.whole(E)) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) SkinnyGather<E>(sm, ((w.first + j) * n + c) * E, x, j);
+      StoreWords<16>(dst, x);
+    } else {
+      if constexpr (E < 16) {  // 16-byte elements are never misaligned
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (j >= w.lo && j < w.hi) SkinnyGather<E>(sm, ((w.first + j) * n + c) * E, x, j);
+        StoreWindowRange<E>(dst, x, w.lo * E, w.hi * E);
+      }
+    }
+  }
+
   __device__ __forceinline__ void StoreStrided(const unsigned char* sm, int64_t z, int64_t r0,
                                                int nr) const {
 #pragma unroll 2
     for (int k = 0; k < MU; ++k) {
       const int q = threadIdx.x + k * NT;
       const int c = SkinnySide(q, NV), ov = SkinnyVec(q, NV);
-      if (c >= n || ov * V >= nr) continue;
-      unsigned char* dst = a.out + OutputOffset(z, r0 + ov * V, c, a.cols, a.ldo, E);
-      if (ov * V + V <= nr && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-        uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int j = 0; j < V; ++j) SkinnyGather<E>(sm, ((ov * V + j) * n + c) * E, w, j);
-        StoreWords<16>(dst, w);
-      } else {
-        for (int j = 0; j < V && ov * V + j < nr; ++j)
-          SkinnyFromShared<E>(dst + j * E, sm, ((ov * V + j) * n + c) * E);
-      }
+      if (c < n) StoreWindow(sm, z, r0, nr, c, ov);
     }
+    if (static_cast<int>(threadIdx.x) < n) StoreWindow(sm, z, r0, nr, threadIdx.x, NV);
   }
 
   // Wide, strided side: input row r, vector vc of the tile's L elements, all loads in flight
-  // before the scatter.
+  // before the scatter; 16-byte loads where the vector is aligned, element loads elsewhere.
+  // (Aligned windows as on the tall side were measured: +10 points on misaligned f64 rows,
+  // but 3-25 points lost on aligned c128 and u8 rows through register spills at 3 blocks of
+  // 80 registers per SM, docs/benchmark.md; not kept.)
   __device__ __forceinline__ void LoadStrided(unsigned char* sm, int64_t z, int64_t c0,
                                               int nc) const {
     uint32_t w[MU][4];
@@ -229,14 +266,24 @@ __global__ void __launch_bounds__(32 * BR, 3) SkinnyKernel(Args a) {
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) agent.Run(sm, z, t);
 }
 
+// L is the config's nominal length; the kernel for a narrow side of n <= NMAX elements runs tiles
+// of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall, L wide.
 template <int E, int L, int BR, SkinnyDir D>
 void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, cudaStream_t s) {
-  if (n <= 4) {
-    SkinnyKernel<E, L, BR, 4, D><<<grid, 32 * BR, smem, s>>>(a);
-  } else if (n <= 8) {
-    SkinnyKernel<E, L, BR, 8, D><<<grid, 32 * BR, smem, s>>>(a);
-  } else {
-    SkinnyKernel<E, L, BR, 16, D><<<grid, 32 * BR, smem, s>>>(a);
+  constexpr bool kTall = D == SkinnyDir::kTall;
+  static_assert(SkinnyTileLength(L, 4, kTall) == (kTall ? 4 : 1) * L &&
+                SkinnyTileLength(L, 8, kTall) == (kTall ? 2 : 1) * L &&
+                SkinnyTileLength(L, 16, kTall) == L);
+  switch (SkinnyMaxSide(n)) {
+    case 4:
+      SkinnyKernel<E, (kTall ? 4 : 1) * L, BR, 4, D><<<grid, 32 * BR, smem, s>>>(a);
+      break;
+    case 8:
+      SkinnyKernel<E, (kTall ? 2 : 1) * L, BR, 8, D><<<grid, 32 * BR, smem, s>>>(a);
+      break;
+    default:
+      SkinnyKernel<E, L, BR, 16, D><<<grid, 32 * BR, smem, s>>>(a);
+      break;
   }
 }
 
@@ -247,8 +294,9 @@ Status LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream_t s,
   const bool tall = SkinnyIsTall(p);
   const int64_t len = tall ? p.rows : p.cols;
   const int64_t n = tall ? p.cols : p.rows;
-  const size_t smem = static_cast<size_t>(SkinnySharedFor(static_cast<int64_t>(L) * n * E));
-  const dim3 grid(CapGrid((len + L - 1) / L, INT_MAX), 1, CapGrid(p.batch, 65535));
+  const int64_t tl = SkinnyTileLength(L, n, tall);
+  const size_t smem = static_cast<size_t>(SkinnySharedFor(tl * n * E));
+  const dim3 grid(CapGrid((len + tl - 1) / tl, INT_MAX), 1, CapGrid(p.batch, 65535));
   if (tall) {
     LaunchSkinnyDir<E, L, BR, SkinnyDir::kTall>(a, n, grid, smem, s);
   } else {

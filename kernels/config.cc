@@ -289,7 +289,7 @@ bool SkinnyIsTall(const Problem& p) { return p.cols <= 16 && p.in_ld() == p.cols
 int64_t SkinnySharedBytes(const TransposeConfig& c, const Problem& p) {
   if (c.algorithm != Algorithm::kSkinny) return 0;
   const int64_t n = SkinnyIsTall(p) ? p.cols : p.rows;
-  return SkinnySharedFor(static_cast<int64_t>(c.tile_rows) * n * p.elem_size());
+  return SkinnySharedFor(SkinnyTileLength(c.tile_rows, n, SkinnyIsTall(p)) * n * p.elem_size());
 }
 
 Status CheckConfig(const TransposeConfig& c, const Problem& p) {
@@ -348,7 +348,7 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p) {
             ": skinny needs cols <= 16 with dense input rows, or rows <= 16 with "
             "dense output rows");
       const int64_t n = tall ? p.cols : p.rows;
-      const int64_t smem = SkinnySharedFor(static_cast<int64_t>(c.tile_rows) * n * e);
+      const int64_t smem = SkinnySharedFor(SkinnyTileLength(c.tile_rows, n, tall) * n * e);
       if (smem > 48 * 1024)
         return Status::InvalidArgument(c.Name() + ": needs " + std::to_string(smem) +
                                        " bytes of shared memory, over 48 KiB");

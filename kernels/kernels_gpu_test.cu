@@ -149,7 +149,10 @@ TEST(KernelsGpuSmall, AllConfigsSmallShapes) {
              {70, 5, 1, 0, 0},
              {70, 130, 2, 203, 301},
              {136, 272, 1, 288, 144},
-             {300, 290, 2, 301, 303}});  // interior realigning (shifted) tiles on odd rows
+             {300, 290, 2, 301, 303},  // interior realigning (shifted) tiles on odd rows
+             {301, 7, 2, 0, 0},        // skinny on rows of every alignment (tall, wide, with
+             {7, 301, 2, 0, 0},        // a leading-dimension gap): head and tail windows
+             {9, 203, 1, 211, 0}});
 }
 
 // Persistent double-buffered tiles (async2) with the grid capped at 3 blocks, so that every block
@@ -192,7 +195,11 @@ TEST(KernelsGpu, AllConfigsAllShapes) {
              {3000, 3, 4, 0, 0},
              {13, 5000, 2, 0, 0},
              {20000, 16, 1, 0, 0},
-             {4112, 4176, 1, 0, 0}});
+             {4112, 4176, 1, 0, 0},
+             {40001, 13, 1, 0, 0},  // skinny: misaligned strided rows, long tiles for short sides
+             {11, 40003, 1, 0, 0},
+             {90001, 1, 1, 0, 0},
+             {3, 50001, 2, 50007, 0}});
 }
 
 TEST(KernelsGpu, LaunchRejectsMisalignedPointersAndBadConfigs) {

@@ -348,6 +348,66 @@ TEST(SkinnyLayout, UnitsSplitIntoSideAndVector) {
   }
 }
 
+// The windows of a skinny strided segment: every window is a 16-byte aligned block; together
+// their slots [lo, hi) name every segment element exactly once, at the byte the element has in
+// memory (window start + slot * e == segment + element * e); whole windows hold 16/e elements,
+// at most two windows are partial, and no window is empty except past the segment's end.
+TEST(SkinnyLayout, SegmentWindowsCoverEverySegmentElementOnce) {
+  for (int e : {1, 2, 4, 8, 16}) {
+    const int v = 16 / e;
+    for (int p = 0; p < 16; p += e) {
+      for (int n = 1; n <= 300; ++n) {
+        const int nw = SegmentWindows(p, n, e);
+        std::vector<int> seen(n, 0);
+        int partial = 0;
+        for (int k = 0; k < nw + 2; ++k) {  // two past the end: empty
+          const SegmentWindow w = WindowOfSegment(k, p, n, e);
+          if (k >= nw) {
+            EXPECT_TRUE(w.empty()) << e << " " << p << " " << n << " " << k;
+            continue;
+          }
+          ASSERT_FALSE(w.empty()) << e << " " << p << " " << n << " " << k;
+          ASSERT_GE(w.lo, 0);
+          ASSERT_LE(w.hi, v);
+          if (!w.whole(e)) ++partial;
+          for (int j = w.lo; j < w.hi; ++j) {
+            const int el = w.first + j;
+            ASSERT_GE(el, 0);
+            ASSERT_LT(el, n);
+            // Window k starts at segment - p + 16k (16-byte aligned when the segment is p past
+            // a boundary): slot j is the element's own byte.
+            EXPECT_EQ(-p + 16 * k + j * e, el * e);
+            ++seen[el];
+          }
+          // Slots outside [lo, hi) are outside the segment.
+          for (int j = 0; j < v; ++j)
+            if (j < w.lo || j >= w.hi) EXPECT_TRUE(w.first + j < 0 || w.first + j >= n);
+        }
+        EXPECT_LE(partial, 2);
+        if (p == 0 && n % v == 0) EXPECT_EQ(partial, 0);
+        for (int x : seen) ASSERT_EQ(x, 1) << e << " " << p << " " << n;
+      }
+    }
+  }
+}
+
+// Tall skinny tiles grow as the narrow side shrinks, wide ones keep their length; the shared
+// bytes stay within the n = 16 bound, so every family row that fits for n = 16 fits for every n.
+TEST(SkinnyLayout, TileLengthKeepsTheTileBytes) {
+  for (int len : {64, 128, 256, 512, 1024, 2048}) {
+    for (int64_t n = 1; n <= 16; ++n) {
+      const int nmax = SkinnyMaxSide(n);
+      EXPECT_GE(nmax, n);
+      EXPECT_EQ(SkinnyTileLength(len, n, true) * nmax, int64_t{len} * 16);
+      EXPECT_LE(SkinnyTileLength(len, n, true) * n, int64_t{len} * 16);
+      EXPECT_EQ(SkinnyTileLength(len, n, false), len);
+    }
+  }
+  EXPECT_EQ(SkinnyMaxSide(4), 4);
+  EXPECT_EQ(SkinnyMaxSide(5), 8);
+  EXPECT_EQ(SkinnyMaxSide(9), 16);
+}
+
 // The table is the family: FamilyConfigs lists exactly kFamily's rows per element size, in order.
 TEST(PolicyTable, IsTheFamily) {
   size_t i = 0;

@@ -22,8 +22,10 @@
 //           avoided either with `pad` elements per tile row or with an XOR swizzle of the
 //           shared-memory row's units (swizzle == 1). Edge tiles use a predicated element path.
 //   skinny  for problems with one side of 1..16 elements: a tile of tile_rows elements along the
-//           long side times the whole short side, staged through shared memory with 16-byte
-//           global accesses on both sides (the contiguous side is read/written as raw bytes).
+//           long side (tall: x 2 for a short side of 5..8, x 4 for 1..4) times the short side,
+//           staged through shared memory with 16-byte global accesses (the contiguous side as
+//           raw bytes; the strided side of a tall problem as aligned windows around output rows
+//           of any alignment, of a wide one as vectors where its input rows are aligned).
 //   cublas.geam  cuBLAS geam with op(A) = A^T, alpha 1, beta 0 (cublasSgeam for f32,
 //           cublasDgeam for f64; one matrix, dimensions and leading dimensions below 2^31), loaded
 //           at run time with dlopen: a candidate where the library is present. geam computes
