@@ -135,7 +135,7 @@ enum class SkinnyDir { kTall, kWide };
 // per-thread unit counts (4, 8 or 16, picked at launch; tall: L is then the config's length x
 // 16 / NMAX, so that L x NMAX, the shared bytes and the per-thread counts do not depend on NMAX).
 // Phases: the contiguous side (LoadContiguous / StoreContiguous: raw 16-byte chunks), the
-// strided side (LoadStrided: windows scattered into shared / StoreStrided: windows gathered from
+// strided side (LoadStrided: vectors scattered into shared / StoreStrided: windows gathered from
 // shared), a barrier between them.
 template <int E, int L, int BR, int NMAX, SkinnyDir D>
 struct SkinnyAgent {
@@ -164,13 +164,12 @@ struct SkinnyAgent {
                              row * static_cast<uint32_t>(ld * E)) & 15u);
   }
 
-  // Tall, strided side: for each output row c, the windows of its segment of the tile
-  // (SegmentWindow, tile_math.h): windows 0 .. NV-1 as units q = 0 .. n * NV - 1 spread over
-  // the threads (MU per thread), window NV (non-empty only on a misaligned row) by thread c
-  // afterwards, so the per-thread unit count is that of aligned rows.
-  // window ov of output row c (an input column) gathered from shared and
-  // stored as one 16-byte vector whatever the row's alignment; the head and tail windows of a
-  // misaligned row store only the segment's bytes (StoreWindowRange).
+  // Tall, strided side: for each output row c (an input column), the windows of its segment of
+  // the tile (SegmentWindow, tile_math.h): windows 0 .. NV-1 as units q = 0 .. n * NV - 1 spread
+  // over the threads (MU per thread), window NV (non-empty only on a misaligned row) by thread c
+  // afterwards, so the per-thread unit count is that of aligned rows. A whole window is gathered
+  // from shared and stored as one 16-byte vector whatever the row's alignment; the head and
+  // tail windows of a misaligned row store only the segment's bytes (StoreWindowRange).
   __device__ __forceinline__ void StoreWindow(const unsigned char* sm, int64_t z, int64_t r0,
                                               int nr, int c, int ov) const {
     const int p = SegmentMisalignment(a.out, z, c, a.ldo);
