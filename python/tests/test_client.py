@@ -54,6 +54,46 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(last.answer.source, pb.SOURCE_TUNED)
         self.assertEqual(self.c.get_config(64, 200, "f64").variant.name, last.answer.variant.name)
 
+    def test_tune_many_skips_cached_and_streams_in_order(self):
+        self.c.get_config(56, 40, "f32")
+        problems = [(56, 40, "f32"), {"rows": 72, "cols": 24, "dtype": "u8"},
+                    transposed.problem(24, 72, "i32", batch=2)]
+        messages = list(self.c.tune_many(problems, budget_seconds=2))
+        indexes = [m.problem_index for m in messages]
+        self.assertEqual(indexes, sorted(indexes))
+        self.assertTrue(all(m.problem_count == 3 for m in messages))
+        answers = {m.problem_index: m.progress.answer for m in messages
+                   if m.WhichOneof("event") == "progress"
+                   and m.progress.WhichOneof("event") == "answer"}
+        self.assertEqual(sorted(answers), [0, 1, 2])
+        self.assertEqual(answers[0].source, pb.SOURCE_CACHE)
+        self.assertEqual(answers[1].source, pb.SOURCE_TUNED)
+        self.assertEqual(answers[2].source, pb.SOURCE_TUNED)
+        self.assertEqual(answers[2].problem.batch, 2)
+        candidates = [m for m in messages if m.WhichOneof("event") == "progress"
+                      and m.progress.WhichOneof("event") == "candidate"]
+        self.assertNotIn(0, {m.problem_index for m in candidates})  # skipped, not tuned
+        self.assertEqual({m.problem_index for m in candidates}, {1, 2})
+        # Each problem's answer is its last message.
+        for m, nxt in zip(messages, messages[1:]):
+            if m.progress.WhichOneof("event") == "answer":
+                self.assertEqual(nxt.problem_index, m.problem_index + 1)
+        self.assertEqual(self.c.get_config(72, 24, "u8", policy="cache_only").variant.name,
+                         answers[1].variant.name)
+
+    def test_tune_many_bad_problem_names_index_and_field(self):
+        with self.assertRaises(transposed.Error) as e:
+            list(self.c.tune_many([(16, 8, "f32"), (0, 8, "f32")]))
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        self.assertTrue(e.exception.message.startswith("problems[1].rows: "), e.exception.message)
+        with self.assertRaises(transposed.Error) as e:
+            list(self.c.tune_many([(8, 8, "f32")] * (transposed.MAX_TUNE_MANY_PROBLEMS + 1)))
+        self.assertIn("problems: between 1 and 256", e.exception.message)
+        with self.assertRaises(TypeError):
+            list(self.c.tune_many([(8, 8)]))
+        with self.assertRaises(transposed.Error):
+            self.c.get_config(16, 8, "f32", policy="cache_only")  # nothing was tuned
+
     def test_devices_list_delete(self):
         devices = self.c.devices()
         self.assertGreaterEqual(len(devices), 1)

@@ -1,6 +1,6 @@
 """The gRPC client of the transposed daemon.
 
-Client wraps one grpc channel and the five calls of transposed.v1.Transposer with plain keyword
+Client wraps one grpc channel and the calls of transposed.v1.Transposer with plain keyword
 arguments; answers are the generated protobuf messages (transposed.v1.transposed_pb2), errors are
 transposed.Error with the gRPC status code name and the daemon's message. A Client may be shared
 between threads (grpc channels are thread-safe).
@@ -13,6 +13,8 @@ from transposed.v1 import transposed_pb2 as pb
 from transposed.v1 import transposed_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+# The most problems one tune_many call takes (the daemon's limit, kMaxTuneManyProblems).
+MAX_TUNE_MANY_PROBLEMS = 256
 
 # Request policies of GetConfig, by the names the CLI uses.
 POLICIES = {
@@ -141,6 +143,42 @@ class Client:
                 yield progress
         except grpc.RpcError as e:
             raise _error(e) from None
+
+    def tune_many(self, problems, budget_seconds=0.0, exhaustive=False, force=False,
+                  timeout=None):
+        """Pre-tunes a list of problems (a job's prolog; at most MAX_TUNE_MANY_PROBLEMS per call)
+        through the TuneMany RPC: cached ones are skipped, the others tuned one after the other
+        (force=True re-tunes them all; admin, as tune()). problems: transposed.v1.Problem
+        messages, dicts of problem()'s arguments, or tuples (rows, cols, dtype[, batch]).
+
+        An iterator of transposed.v1.TuneManyProgress, in the list's order: per problem
+        (.problem_index) its candidates (.progress.candidate), then its answer (.progress.answer;
+        .source SOURCE_CACHE when it was skipped) or, if its tune failed, .error (.code, a gRPC
+        status code number, and .message). A bad problem fails the whole call before anything is
+        tuned: Error INVALID_ARGUMENT "problems[3].rows: ...". Stopping the iteration early
+        cancels the call: the tune in flight is still stored, the problems after it are dropped.
+        """
+        req = pb.TuneManyRequest(budget_seconds=float(budget_seconds), exhaustive=bool(exhaustive),
+                                 force=bool(force))
+        for i, p in enumerate(problems):
+            if isinstance(p, pb.Problem):
+                req.problems.append(p)
+            elif isinstance(p, dict):
+                req.problems.append(problem(**p))
+            elif isinstance(p, (tuple, list)) and 3 <= len(p) <= 4:
+                req.problems.append(problem(*p))
+            else:
+                raise TypeError(f"problems[{i}]: a transposed.v1.Problem, a dict of problem()'s "
+                                f"arguments or (rows, cols, dtype[, batch]), got {p!r}")
+        call = self._stub.TuneMany(req, timeout=timeout or self.timeout,
+                                   wait_for_ready=self.wait_for_ready)
+        try:
+            for progress in call:
+                yield progress
+        except grpc.RpcError as e:
+            raise _error(e) from None
+        finally:
+            call.cancel()  # no-op once the stream ended; else the daemon drops the rest
 
     def devices(self, timeout=None):
         """The daemon's devices: a list of transposed.v1.Device."""
