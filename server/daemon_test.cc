@@ -795,7 +795,7 @@ TEST(DaemonProcessTest, ConnectionsPerClientAreCapped) {
   while (OpenFiles(d.pid()) > files_before + 4 + 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
   EXPECT_LE(OpenFiles(d.pid()), files_before + 4 + 2);
-  EXPECT_LE(Threads(d.pid()), threads_loaded + 4);
+  EXPECT_LE(Threads(d.pid()), threads_loaded + 16);  // not one per refused connection
 
   for (int f : idle) close(f);
   grpc::Status s;

@@ -12,6 +12,8 @@
 #include <future>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "client/client.h"
 #include "server/security.h"
@@ -272,6 +274,42 @@ TEST_F(SecurityE2eTest, PeersOverMutualTls) {
   std::vector<std::string> wrong_name = peer_mtls;
   wrong_name.insert(wrong_name.end(), {"--peer-tls-server-name", "not-the-daemon.example"});
   EXPECT_EQ(ask("node-d", wrong_name), v1::SOURCE_TUNED);
+}
+
+// The connection caps hold for TLS too (checked at accept, before the handshake): with
+// --max-connections-per-client 2, two TLS clients holding their connections are served, a third
+// is refused (UNAVAILABLE), and served once the others are gone.
+TEST_F(SecurityE2eTest, ConnectionCapHoldsForTls) {
+  MakeCertificates();
+  StartDaemon({"--tls-cert", Path("server.pem"), "--tls-key", Path("server.key"),
+               "--max-connections-per-client", "2"});
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = testing::ReadFileOrEmpty(dir_ / "ca.pem");
+  auto list_devices = [&](std::shared_ptr<grpc::Channel> channel) {
+    auto stub = v1::Transposer::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::ListDevicesResponse r;
+    return stub->ListDevices(&ctx, v1::ListDevicesRequest(), &r);
+  };
+  auto channel = [&]() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+    return grpc::CreateCustomChannel(daemon_->address(), grpc::SslCredentials(ssl), args);
+  };
+  std::vector<std::shared_ptr<grpc::Channel>> held = {channel(), channel()};
+  for (auto& c : held) {
+    grpc::Status s = list_devices(c);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(list_devices(channel()).error_code(), grpc::StatusCode::UNAVAILABLE);
+  held.clear();  // closes their connections
+  grpc::Status s;
+  for (int i = 0; i < 600 && !(s = list_devices(channel())).ok(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  const std::string log = testing::ReadFileOrEmpty(daemon_->log());
+  EXPECT_NE(log.find("refused a connection from ipv4:127.0.0.1"), std::string::npos) << log;
 }
 
 TEST_F(SecurityE2eTest, TransposectlSendsTheTokenAndSpeaksTls) {
