@@ -1089,9 +1089,9 @@ std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
   const int all = parallel ? max_threads_ : 1;
   const cpu_simd::Isa best = isas_.back();
 
-  // SIMD: the best level on all threads, in every square blocking smaller than the matrix (but
-  // not row by row, b1, for parallel problems, where it never wins: each output line is written
-  // alone) and in each column-walk shape whose block is smaller than the matrix; streaming stores
+  // SIMD: the best level on all threads, in every square blocking smaller than the matrix (only
+  // b4 for parallel problems, see below) and in each column-walk shape whose block is smaller
+  // than the matrix; streaming stores
   // where the output rows allow them and the output is at least kCpuMinStreamingBytes (the timed
   // runs are of cold caches: from there on streaming stores may win, the tuner decides). For
   // parallel problems also one single-threaded and (where the CPU has a wider level) one
@@ -1116,7 +1116,10 @@ std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
     // A block as large as the matrix walks it like the previous one: skip the duplicate.
     if (valid && covered >= std::max(p.rows, p.cols)) break;
     covered = micro * block;
-    if (parallel && block == 1) continue;
+    // Parallel problems: neither row by row (b1: each output line is written alone) nor b16 (its
+    // 1024-byte-square blocks are what the column walks do better); they never won there, and
+    // fewer candidates keep a 64 MiB tune quick.
+    if (parallel && block != 4) continue;
     c.block = block;
     push();
   }
