@@ -6,7 +6,8 @@
 //                             avx2, avx512, as the CPU has them) in 64 x 64-byte micro-tiles
 //                             (L1), walked in B x B blocks of micro-tiles (L2; B = 1: row by
 //                             row), on N threads; .nt: streaming stores, offered when the output
-//                             rows are 64-byte aligned and the output exceeds the last-level cache
+//                             rows are 64-byte aligned and the output is at least
+//                             kCpuMinStreamingBytes; parallel problems get B = 4 only
 //   cpu.{isa}.w{W}.r{R}.t{N}[.nt]  the same micro-tiles in blocks of W / E input rows x R / E
 //                             input columns (W, R in bytes), each walked column by column so that
 //                             every output row gets one W-byte run, while the thread's next block
@@ -14,8 +15,8 @@
 //   cpu.tile{T}.t{N}          T x T scalar cache blocks, T in {8,16,32,64,128} (portable)
 //   cpu.naive                 row loop: reads contiguous input, writes strided output
 //   cpu.naive.colwrite        column loop: reads strided input, writes contiguous output
-// N > 1 only for problems of at least kCpuMinParallelBytes; the naive loops only for problems
-// below kCpuMaxNaiveBytes. Threads: at most the CPUs the process may use (its affinity mask and
+// N > 1 only for problems of at least kCpuMinParallelBytes; the naive loops and the scalar
+// tiles only for problems up to kCpuMaxNaiveBytes. Threads: at most the CPUs the process may use (its affinity mask and
 // cgroup CPU quota); worker k is pinned to the k-th CPU of the mask.
 //
 // A session fills its input once, computes the reference once, and, on the first measurement,

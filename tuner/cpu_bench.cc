@@ -8,7 +8,9 @@
 // --candidate, repeatable) and the ceiling side by side in `--rounds` rounds (default 5), each
 // round rotating who goes first, with the tuner's final-pass options; prints each candidate's
 // median GB/s over all its samples and its ratio to the ceiling's.
+// --problem ROWS COLS DTYPE LD_IN LD_OUT: that problem instead of the square ones (LD 0: dense).
 //   cpu_bench [--only SUBSTRING] [--threads N] [--budget SECONDS]
+//             [--problem ROWS COLS DTYPE LD_IN LD_OUT]
 //             [--all [--candidate NAME]... [--rounds N]]
 #include <algorithm>
 #include <cstdio>
@@ -101,6 +103,7 @@ int Main(int argc, char** argv) {
   bool all = false;
   int rounds = 5;
   std::vector<std::string> names;
+  std::vector<Problem> problems;
   CpuBackendOptions bo;
   TuneOptions to;
   for (int i = 1; i < argc; ++i) {
@@ -111,6 +114,19 @@ int Main(int argc, char** argv) {
       bo.max_threads = std::atoi(argv[++i]);
     } else if (a == "--budget" && i + 1 < argc) {
       to.budget_seconds = std::atof(argv[++i]);
+    } else if (a == "--problem" && i + 5 < argc) {
+      Problem p;
+      p.rows = std::atoll(argv[++i]);
+      p.cols = std::atoll(argv[++i]);
+      const std::optional<DType> t = ParseDType(argv[++i]);
+      p.ld_in = std::atoll(argv[++i]);
+      p.ld_out = std::atoll(argv[++i]);
+      if (t) p.dtype = *t;
+      if (!t || !ValidateProblem(p).ok()) {
+        std::fprintf(stderr, "cpu_bench: bad --problem\n");
+        return 2;
+      }
+      problems.push_back(p);
     } else if (a == "--all") {
       all = true;
     } else if (a == "--candidate" && i + 1 < argc) {
@@ -120,6 +136,7 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: cpu_bench [--only SUBSTRING] [--threads N] [--budget S] "
+                   "[--problem ROWS COLS DTYPE LD_IN LD_OUT] "
                    "[--all [--candidate NAME]... [--rounds N]]\n");
       return 2;
     }
@@ -129,9 +146,9 @@ int Main(int argc, char** argv) {
   std::printf("# %s, %s threads, simd %s, library %s\n", d.name.c_str(),
               d.attributes.at("threads_max").c_str(), d.attributes.at("simd").c_str(),
               d.library_version.c_str());
-  std::vector<Problem> problems;
-  for (DType t : {DType::kF32, DType::kF64, DType::kU8, DType::kF16, DType::kC128})
-    for (int64_t n : {2048, 4096}) problems.push_back(Square(n, t));
+  if (problems.empty())
+    for (DType t : {DType::kF32, DType::kF64, DType::kU8, DType::kF16, DType::kC128})
+      for (int64_t n : {2048, 4096}) problems.push_back(Square(n, t));
   if (all) {
     int failures = 0;
     for (const Problem& p : problems)
