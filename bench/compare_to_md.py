@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Before/after markdown tables from two builds of transpose_bench run on the same problems in
+one run (the same --random N [--kind K] --seed S), from their --all-csv outputs: one row per
+problem (direction for skinny problems, MiB, our best kernel before and after with its share of
+the same-run cudaMemcpy D2D and its configuration; cuBLAS geam is left out: "ours" is the
+daemon's answer), then the median and worst share per element size (and direction).
+Several seeds: give the pairs one after the other.
+  usage: compare_to_md.py [--tall] BEFORE_all.csv AFTER_all.csv [BEFORE2 AFTER2 ...]
+  --tall  skinny problems of the tall direction only (cols <= 16, dense input rows)"""
+import collections
+import csv
+import statistics
+import sys
+
+SIZES = {"u8": 1, "i8": 1, "bf16": 2, "f16": 2, "f32": 4, "i32": 4, "f64": 8, "c64": 8,
+         "i64": 8, "c128": 16}
+
+
+def load(path):
+    """problem -> (share %, configuration) of the best non-vendor configuration; problem info."""
+    best, info, order = {}, {}, []
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if r["error"] or not r["gbps"] or r["method"] != "family":
+                continue
+            p = r["problem"]
+            if p not in info:
+                order.append(p)
+                cols, ld_in = int(r["cols"]), int(r["ld_in"])
+                direction = ""
+                if r["kind"] == "skinny":
+                    direction = "tall" if cols <= 16 and ld_in == cols else "wide"
+                info[p] = (r["dtype"], direction, int(r["bytes"]) / 2**20, r.get("seed", ""))
+            if r["config"] == "cublas.geam":
+                continue
+            pct = float(r["pct_of_copy"])
+            if p not in best or pct > best[p][0]:
+                best[p] = (pct, r["config"])
+    return best, info, order
+
+
+def main():
+    args = sys.argv[1:]
+    tall_only = "--tall" in args
+    args = [a for a in args if a != "--tall"]
+    if not args or len(args) % 2:
+        sys.exit(__doc__)
+    print("| problem | seed | direction | MiB | before: ours | configuration | after: ours | "
+          "configuration |")
+    print("|---|---|---|---:|---:|---|---:|---|")
+    agg = collections.defaultdict(lambda: ([], []))
+    for before_path, after_path in zip(args[0::2], args[1::2]):
+        before, info, order = load(before_path)
+        after, _, _ = load(after_path)
+        for p in order:
+            if p not in before or p not in after:
+                continue
+            dtype, direction, mib, seed = info[p]
+            if tall_only and direction != "tall":
+                continue
+            b, a = before[p], after[p]
+            print("| %s | %s | %s | %.0f | %.1f%% | `%s` | %.1f%% | `%s` |"
+                  % (p, seed, direction or "-", mib, b[0], b[1], a[0], a[1]))
+            agg[(dtype, direction)][0].append(b[0])
+            agg[(dtype, direction)][1].append(a[0])
+    print()
+    print("| element | direction | problems | before: median / worst | after: median / worst |")
+    print("|---|---|---:|---:|---:|")
+    for key in sorted(agg, key=lambda k: (SIZES.get(k[0], 0), k[1])):
+        b, a = agg[key]
+        print("| %s | %s | %d | %.1f%% / %.1f%% | %.1f%% / %.1f%% |"
+              % (key[0], key[1] or "-", len(b), statistics.median(b), min(b),
+                 statistics.median(a), min(a)))
+
+
+if __name__ == "__main__":
+    main()
