@@ -281,8 +281,8 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
           const size_t width = 30, done = width * answered / problems.size();
           std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, ' ') << "] "
                     << answered << "/" << problems.size() << " tuning "
-                    << label(problems[i].problem) << " (candidate " << p.index() << "/"
-                    << p.total() << ")\033[K" << std::flush;
+                    << label(problems[i].problem) << " (" << p.candidate().phase() << " "
+                    << p.index() << "/" << p.total() << ")\033[K" << std::flush;
         }
         return Status::OK();
       }
