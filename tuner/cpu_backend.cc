@@ -654,21 +654,22 @@ class CpuSession : public Session {
     });
   }
 
-  // memcpy of the same bytes, on one thread and on all: the first call times both and keeps the
-  // faster for the session's later calls (the tuner calls this once per final round).
+  // memcpy of the same bytes, on one thread and on all: every call times both and returns the
+  // faster, so that one unlucky first measurement cannot pin the ceiling to the slower way for
+  // the rest of the session (that made the ceiling, and so the ratios, swing by 1.5x).
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& opt) override {
     TR_RETURN_IF_ERROR(EnsureRotation());
     const size_t bytes = static_cast<size_t>(p_.bytes());
     const int n = max_threads_;
     const bool can_multi = n > 1 && p_.bytes() >= kCpuMinParallelBytes;
     std::optional<Measurement> single, multi;
-    if (ceiling_threads_ <= 1) {
+    {
       TR_ASSIGN_OR_RETURN(single, TimeLoop(opt, 1, "memcpy", [&](size_t k) {
                             std::memcpy(outs_[k], ins_[k], bytes);
                             return Status::OK();
                           }));
     }
-    if (can_multi && ceiling_threads_ != 1) {
+    if (can_multi) {
       ThreadPool* pool = pool_.get();
       TR_ASSIGN_OR_RETURN(multi, TimeLoop(opt, n, "memcpy", [&](size_t k) {
                             const Byte* src = ins_[k];
@@ -685,13 +686,8 @@ class CpuSession : public Session {
                             return Status::OK();
                           }));
     }
-    if (single && multi) {
-      const bool multi_wins = multi->median_s < single->median_s;
-      ceiling_threads_ = multi_wins ? n : 1;
-      return multi_wins ? *multi : *single;
-    }
-    if (!can_multi) ceiling_threads_ = 1;
-    return multi ? *multi : *single;
+    if (multi && multi->median_s < single->median_s) return *multi;
+    return *single;
   }
 
  private:
@@ -830,7 +826,6 @@ class CpuSession : public Session {
   size_t next_ = 0;
   int64_t working_set_bytes_ = 0;
   bool capped_ = false;
-  int ceiling_threads_ = 0;  // 0: not chosen yet
 };
 
 }  // namespace
