@@ -717,7 +717,7 @@ class CpuSession : public Session {
     }
   }
 
-  // Rotating buffer pairs: the check pair plus enough more that the working set exceeds twice
+  // Rotating buffer pairs: the check pair plus enough more that the working set is at least twice
   // the last-level cache, capped at kCpuMaxRotationBytes and a quarter of the memory.
   Status EnsureRotation() {
     if (!ins_.empty()) return Status::OK();
@@ -725,7 +725,7 @@ class CpuSession : public Session {
     const int64_t pair = in_bytes + RoundUp(p_.out_alloc_bytes(), kAlign);
     int64_t cap = kCpuMaxRotationBytes;
     if (memory_bytes_ > 0) cap = std::min<int64_t>(cap, static_cast<int64_t>(memory_bytes_ / 4));
-    const int64_t wanted = std::max<int64_t>(1, (2 * llc_bytes_) / pair + 1);
+    const int64_t wanted = std::max<int64_t>(1, (2 * llc_bytes_ + pair - 1) / pair);
     const int64_t allowed = std::max<int64_t>(1, cap / pair);
     capped_ = wanted > allowed;
     int64_t extra = std::min(wanted, allowed) - 1;

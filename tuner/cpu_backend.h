@@ -20,7 +20,7 @@
 // cgroup CPU quota); worker k is pinned to the k-th CPU of the mask.
 //
 // A session fills its input once, computes the reference once, and, on the first measurement,
-// allocates enough rotating input/output pairs that the timed working set exceeds twice the
+// allocates enough rotating input/output pairs that the timed working set is at least twice the
 // last-level cache (capped at kCpuMaxRotationBytes), so timings are of cold caches, like a real
 // transpose of a large tensor. Buffers of 2 MiB or more are asked for transparent huge pages.
 // Honest timing on a shared machine: a timed run during which one of its threads was preempted

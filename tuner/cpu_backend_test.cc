@@ -368,12 +368,12 @@ TEST(CpuBackendTest, MeasureAndCeilingGiveSanePositiveTimes) {
     EXPECT_GE(m->method.buffers, 1);
     EXPECT_EQ(m->method.threads, threads);
   }
-  // The timed working set exceeds twice the last-level cache unless the cap says otherwise.
+  // The timed working set is at least twice the last-level cache unless the cap says otherwise.
   StatusOr<Measurement> m = (*s)->Measure({"cpu.naive", {}}, opt);
   ASSERT_TRUE(m.ok());
   const int64_t l3 = std::stoll(backend.device().attributes.at("l3_bytes"));
   if (l3 > 0 && !m->method.working_set_capped) {
-    EXPECT_GT(m->method.working_set_bytes, 2 * l3);
+    EXPECT_GE(m->method.working_set_bytes, 2 * l3);
   }
   // A larger min_seconds takes more samples.
   MeasureOptions longer = opt;
