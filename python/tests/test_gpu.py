@@ -3,7 +3,7 @@ every element size, odd shapes, strides and batches, and its bandwidth against t
 transpose and against the daemon's tuned figure. Runs under testing/with_daemon --backend cuda
 (TRANSPOSED_SERVER set). Prints a table; with TRANSPOSED_GPU_TEST_OUT=DIR also writes
 DIR/python_gpu.json. Exit status 1 on any mismatch, or when a large problem runs below
-MIN_OF_TUNED of the daemon's tuned bandwidth."""
+MIN_OF_TUNED of the daemon's tuned bandwidth in the best of ROUNDS interleaved rounds."""
 import json
 import os
 import statistics
@@ -15,6 +15,7 @@ import torch
 import transposed
 
 MIN_OF_TUNED = 0.7
+ROUNDS = 3
 
 # (rows, cols, dtype, batch): bit-exactness on all of them.
 EXACT = [
@@ -114,8 +115,17 @@ def main():
                                    policy="tune_if_missing")
         transposed.clear_cache()
         out = torch.empty((cols, rows), dtype=dtype, device="cuda")
-        ours = gbps_of(lambda: transposed.transpose(x, out=out), nbytes)
-        theirs = gbps_of(lambda: x.t().contiguous(), nbytes)
+        # ROUNDS interleaved rounds, the best round of each: another context on the GPU (the
+        # daemon's worker finishing its last tune) time-slices with this process for a few ms;
+        # a launch path that is slow for real is slow in every round.
+        ours_rounds, theirs_rounds = [], []
+        for _ in range(ROUNDS):
+            ours_rounds.append(gbps_of(lambda: transposed.transpose(x, out=out), nbytes))
+            theirs_rounds.append(gbps_of(lambda: x.t().contiguous(), nbytes))
+        ours, theirs = max(ours_rounds), max(theirs_rounds)
+        if min(ours_rounds) < MIN_OF_TUNED * ours:
+            print(f"note: {name}: rounds of transposed.transpose "
+                  f"{', '.join(f'{g:.0f}' for g in ours_rounds)} GB/s")
         ok = same_bits(out, x.t().contiguous())
         of_tuned = ours / answer.gbps if answer.gbps > 0 else 0
         print(f"| {name} | `{answer.variant.name}` | {answer.gbps:.0f} | {ours:.0f} | {theirs:.0f} "
