@@ -4,8 +4,6 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,8 +27,6 @@
 #include "testing/daemon_process.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
-extern char** environ;
-
 namespace transposed {
 namespace {
 
@@ -52,63 +48,6 @@ int CountOccurrences(const std::string& text, const std::string& needle) {
   return n;
 }
 
-class Daemon {
- public:
-  explicit Daemon(std::vector<std::string> args) {
-    std::vector<std::string> argv = {TRANSPOSED_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    if (posix_spawn(&pid_, TRANSPOSED_BINARY, nullptr, nullptr, cargv.data(), environ) != 0)
-      pid_ = -1;
-  }
-  ~Daemon() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      int st;
-      waitpid(pid_, &st, 0);
-    }
-  }
-  bool started() const { return pid_ > 0; }
-  void Signal(int sig) { kill(pid_, sig); }
-  // The exit code, or -1 if it did not exit within `timeout` (or died of a signal).
-  int Wait(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int st = 0;
-      pid_t r = waitpid(pid_, &st, WNOHANG);
-      if (r == pid_) {
-        exited_ = true;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
-  }
-  // Waits for the port file; 0 if it never appeared (or the daemon exited first).
-  int WaitPort(const fs::path& port_file, std::chrono::milliseconds timeout = 60s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (fs::exists(port_file)) {
-        int port = std::atoi(ReadFile(port_file).c_str());
-        if (port > 0) return port;
-      }
-      int st;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        exited_ = true;
-        return 0;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return 0;
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-};
-
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -129,6 +68,17 @@ class DaemonTest : public ::testing::Test {
             "--log-file",    (dir_ / log_name).string(),
             "--cpu-threads", "1",
             "--tune-budget", "5"};
+  }
+
+  // The daemon run with exactly `args` (the shared testing::DaemonProcess); its own temporary
+  // directory (stdout, stderr) inside dir_.
+  testing::DaemonOptions Exact(std::vector<std::string> args) const {
+    testing::DaemonOptions o;
+    o.binary = TRANSPOSED_BINARY;
+    o.exact_args = true;
+    o.extra_args = std::move(args);
+    o.temp_root = dir_.string();
+    return o;
   }
 
 
@@ -160,9 +110,11 @@ class DaemonTest : public ::testing::Test {
 
 TEST_F(DaemonTest, ServesTunesOncePersistsAndShutsDownCleanly) {
   {
-    Daemon d(Args());
-    ASSERT_TRUE(d.started());
-    const int port = d.WaitPort(dir_ / "port");
+    testing::DaemonProcess d(Exact(Args()));
+    ASSERT_TRUE(d.Start().ok());
+    ASSERT_GT(d.pid(), 0);
+    const Status waited = d.WaitPort(dir_ / "port");
+    const int port = waited.ok() ? d.port() : 0;
     ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
     auto stub = Connect(port);
 
@@ -188,8 +140,8 @@ TEST_F(DaemonTest, ServesTunesOncePersistsAndShutsDownCleanly) {
       }));
     for (auto& f : futures) EXPECT_TRUE(f.get().ok());
 
-    d.Signal(SIGTERM);
-    EXPECT_EQ(d.Wait(20s), 0);
+    ASSERT_TRUE(d.Signal(SIGTERM).ok());
+    EXPECT_EQ(d.Wait(20), 0);
     const std::string log = ReadFile(dir_ / "log");
     EXPECT_EQ(CountOccurrences(log, "tune start device=0 problem=80x112.b1.f32.ldi0.ldo0"), 1)
         << log;
@@ -203,22 +155,26 @@ TEST_F(DaemonTest, ServesTunesOncePersistsAndShutsDownCleanly) {
   }
   // Restart on the same database: the answer is still there. SIGINT works too.
   fs::remove(dir_ / "port");
-  Daemon d(Args("log2"));
-  const int port = d.WaitPort(dir_ / "port");
+  testing::DaemonProcess d(Exact(Args("log2")));
+  ASSERT_TRUE(d.Start().ok());
+  const Status waited = d.WaitPort(dir_ / "port");
+  const int port = waited.ok() ? d.port() : 0;
   ASSERT_GT(port, 0) << ReadFile(dir_ / "log2");
   auto stub = Connect(port);
   v1::Answer a;
   grpc::Status s = Get(stub.get(), Request(80, 112, /*cache_only=*/true), &a);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
-  d.Signal(SIGINT);
-  EXPECT_EQ(d.Wait(20s), 0);
+  ASSERT_TRUE(d.Signal(SIGINT).ok());
+  EXPECT_EQ(d.Wait(20), 0);
   EXPECT_NE(ReadFile(dir_ / "log2").find("shutdown complete"), std::string::npos);
 }
 
 TEST_F(DaemonTest, ShutdownDuringATuneCancelsIt) {
-  Daemon d(Args());
-  const int port = d.WaitPort(dir_ / "port");
+  testing::DaemonProcess d(Exact(Args()));
+  ASSERT_TRUE(d.Start().ok());
+  const Status waited = d.WaitPort(dir_ / "port");
+  const int port = waited.ok() ? d.port() : 0;
   ASSERT_GT(port, 0);
   auto stub = Connect(port);
   // A tune long enough to be in flight when the signal arrives.
@@ -234,9 +190,9 @@ TEST_F(DaemonTest, ShutdownDuringATuneCancelsIt) {
   while (ReadFile(dir_ / "log").find("tune start") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
-  d.Signal(SIGTERM);
+  ASSERT_TRUE(d.Signal(SIGTERM).ok());
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(d.Wait(20s), 0);
+  EXPECT_EQ(d.Wait(20), 0);
   // Cancelling the tune and stopping the server take well under the 5 s grace period (about
   // 0.3 s when idle; the bound leaves room for a loaded CI machine).
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 8.0)
@@ -262,12 +218,14 @@ TEST_F(DaemonTest, ConfigFileProvidesTheFlags) {
         << "log-file = \"" << (dir_ / "clog").string() << "\"\n"
         << "port-file = \"" << (dir_ / "cport").string() << "\"\n";
   }
-  Daemon d({"--config", config.string()});
-  const int port = d.WaitPort(dir_ / "cport");
+  testing::DaemonProcess d(Exact({"--config", config.string()}));
+  ASSERT_TRUE(d.Start().ok());
+  const Status waited = d.WaitPort(dir_ / "cport");
+  const int port = waited.ok() ? d.port() : 0;
   ASSERT_GT(port, 0);
   EXPECT_TRUE(fs::exists(dir_ / "c.db"));
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(20s), 0);
+  ASSERT_TRUE(d.Signal(SIGTERM).ok());
+  EXPECT_EQ(d.Wait(20), 0);
   const std::string log = ReadFile(dir_ / "clog");
   EXPECT_NE(log.find("db=" + (dir_ / "c.db").string()), std::string::npos) << log;
 }
@@ -276,30 +234,35 @@ TEST_F(DaemonTest, StartupErrorsExitOne) {
   {
     std::vector<std::string> args = Args();
     args[5] = (dir_ / "no" / "such" / "dir" / "t.db").string();  // --db
-    Daemon d(args);
-    EXPECT_EQ(d.Wait(30s), 1);
+    testing::DaemonProcess d(Exact(args));
+    ASSERT_TRUE(d.Start().ok());
+    EXPECT_EQ(d.Wait(30), 1);
     EXPECT_NE(ReadFile(dir_ / "log").find("cannot open the database"), std::string::npos);
   }
   {
     // Hold a port with a first daemon, then ask a second one for the same port.
-    Daemon first(Args("log_first"));
-    const int port = first.WaitPort(dir_ / "port");
+    testing::DaemonProcess first(Exact(Args("log_first")));
+    ASSERT_TRUE(first.Start().ok());
+    const Status waited = first.WaitPort(dir_ / "port");
+    const int port = waited.ok() ? first.port() : 0;
     ASSERT_GT(port, 0);
     std::vector<std::string> args = Args("log_second");
     args[1] = "127.0.0.1:" + std::to_string(port);  // --listen
     args[3] = (dir_ / "port2").string();
     args[5] = (dir_ / "t2.db").string();
-    Daemon second(args);
-    EXPECT_EQ(second.Wait(30s), 1);
+    testing::DaemonProcess second(Exact(args));
+    ASSERT_TRUE(second.Start().ok());
+    EXPECT_EQ(second.Wait(30), 1);
     EXPECT_NE(ReadFile(dir_ / "log_second").find("cannot listen on --listen=127.0.0.1:"),
               std::string::npos);
     EXPECT_FALSE(fs::exists(dir_ / "port2"));
-    first.Signal(SIGTERM);
-    EXPECT_EQ(first.Wait(20s), 0);
+    ASSERT_TRUE(first.Signal(SIGTERM).ok());
+    EXPECT_EQ(first.Wait(20), 0);
   }
   {
-    Daemon d({"--backend", "tpu"});
-    EXPECT_NE(d.Wait(10s), 0);  // CLI11 rejects the value
+    testing::DaemonProcess d(Exact({"--backend", "tpu"}));
+    ASSERT_TRUE(d.Start().ok());
+    EXPECT_NE(d.Wait(10), 0);  // CLI11 rejects the value
   }
 }
 
@@ -312,9 +275,11 @@ namespace {
 // The standard gRPC health service answers SERVING while the daemon runs. Called through a
 // generic stub with hand-encoded messages: Debian ships no generated health stubs.
 TEST_F(DaemonTest, HealthServiceAnswersServing) {
-  Daemon d(Args());
-  ASSERT_TRUE(d.started());
-  const int port = d.WaitPort(dir_ / "port");
+  testing::DaemonProcess d(Exact(Args()));
+  ASSERT_TRUE(d.Start().ok());
+  ASSERT_GT(d.pid(), 0);
+  const Status waited = d.WaitPort(dir_ / "port");
+  const int port = waited.ok() ? d.port() : 0;
   ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                      grpc::InsecureChannelCredentials());
@@ -347,18 +312,20 @@ namespace {
 TEST_F(DaemonTest, ListenPortOutOfRangeIsAUsageError) {
   std::vector<std::string> args = Args();
   args[1] = "127.0.0.1:70000";  // --listen
-  Daemon d(args);
-  EXPECT_EQ(d.Wait(30s), 2);
+  testing::DaemonProcess d(Exact(args));
+  ASSERT_TRUE(d.Start().ok());
+  EXPECT_EQ(d.Wait(30), 2);
   EXPECT_FALSE(fs::exists(dir_ / "port"));
 }
 
 TEST_F(DaemonTest, NonLoopbackPlaintextListenWarnsLoudly) {
   std::vector<std::string> args = Args();
   args[1] = "0.0.0.0:0";  // --listen
-  Daemon d(args);
-  ASSERT_GT(d.WaitPort(dir_ / "port"), 0) << ReadFile(dir_ / "log");
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(20s), 0);
+  testing::DaemonProcess d(Exact(args));
+  ASSERT_TRUE(d.Start().ok());
+  ASSERT_TRUE(d.WaitPort(dir_ / "port").ok()) << ReadFile(dir_ / "log");
+  ASSERT_TRUE(d.Signal(SIGTERM).ok());
+  EXPECT_EQ(d.Wait(20), 0);
   const std::string log = ReadFile(dir_ / "log");
   EXPECT_NE(log.find("WARNING: --listen=0.0.0.0:0 is reachable from other machines and serves "
                      "PLAINTEXT"),
@@ -377,8 +344,9 @@ TEST_F(DaemonTest, ConfigFileWithUnknownKeyOrSectionIsRefused) {
         << "backend = \"cpu\"\n"
         << "tune-budegt = 3\n";
   }
-  Daemon d({"--config", config.string()});
-  EXPECT_EQ(d.Wait(30s), 2);
+  testing::DaemonProcess d(Exact({"--config", config.string()}));
+  ASSERT_TRUE(d.Start().ok());
+  EXPECT_EQ(d.Wait(30), 2);
   EXPECT_FALSE(fs::exists(dir_ / "cport"));
   {
     std::ofstream out(config);
@@ -386,8 +354,9 @@ TEST_F(DaemonTest, ConfigFileWithUnknownKeyOrSectionIsRefused) {
         << "listen = \"127.0.0.1:0\"\n"
         << "port-file = \"" << (dir_ / "cport").string() << "\"\n";
   }
-  Daemon d2({"--config", config.string()});
-  EXPECT_EQ(d2.Wait(30s), 2);
+  testing::DaemonProcess d2(Exact({"--config", config.string()}));
+  ASSERT_TRUE(d2.Start().ok());
+  EXPECT_EQ(d2.Wait(30), 2);
   EXPECT_FALSE(fs::exists(dir_ / "cport"));
 }
 
@@ -395,8 +364,10 @@ TEST_F(DaemonTest, ConfigFileWithUnknownKeyOrSectionIsRefused) {
 // value echoed into the status trailer) and break other calls on the connection; a newline in a
 // field forged a log line.
 TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
-  Daemon d(Args());
-  const int port = d.WaitPort(dir_ / "port");
+  testing::DaemonProcess d(Exact(Args()));
+  ASSERT_TRUE(d.Start().ok());
+  const Status waited = d.WaitPort(dir_ / "port");
+  const int port = waited.ok() ? d.port() : 0;
   ASSERT_GT(port, 0) << ReadFile(dir_ / "log");
   auto stub = Connect(port);
   std::vector<std::future<grpc::Status>> bad;
@@ -427,8 +398,8 @@ TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
   req.set_policy(static_cast<v1::CachePolicy>(7));
   s = Get(stub.get(), req, &a);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-  d.Signal(SIGTERM);
-  EXPECT_EQ(d.Wait(20s), 0);
+  ASSERT_TRUE(d.Signal(SIGTERM).ok());
+  EXPECT_EQ(d.Wait(20), 0);
   const std::string log = ReadFile(dir_ / "log");
   std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);)

@@ -125,20 +125,24 @@ Status DaemonProcess::Start() {
   fs::remove(port_file, ignored);  // a restart: the last run's port
 
   std::vector<std::string> argv;
-  if (options_.run_as_uid >= 0) {
-    const std::string id = std::to_string(options_.run_as_uid);
-    if (chown(dir_.c_str(), options_.run_as_uid, options_.run_as_uid) != 0)
-      return Status::Internal("chown " + dir_.string() + ": " + std::strerror(errno));
-    argv = {"setpriv", "--reuid", id, "--regid", id, "--clear-groups", "--"};
+  if (options_.exact_args) {
+    argv.push_back(options_.binary);
+  } else {
+    if (options_.run_as_uid >= 0) {
+      const std::string id = std::to_string(options_.run_as_uid);
+      if (chown(dir_.c_str(), options_.run_as_uid, options_.run_as_uid) != 0)
+        return Status::Internal("chown " + dir_.string() + ": " + std::strerror(errno));
+      argv = {"setpriv", "--reuid", id, "--regid", id, "--clear-groups", "--"};
+    }
+    argv.insert(argv.end(), {options_.binary,
+                             "--listen", "127.0.0.1:0",
+                             "--port-file", port_file.string(),
+                             "--db", db().string(),
+                             "--backend", options_.backend,
+                             "--log-file", log().string(),
+                             "--log-level", "info",
+                             "--tune-budget", std::to_string(options_.tune_budget_seconds)});
   }
-  argv.insert(argv.end(), {options_.binary,
-                                   "--listen", "127.0.0.1:0",
-                                   "--port-file", port_file.string(),
-                                   "--db", db().string(),
-                                   "--backend", options_.backend,
-                                   "--log-file", log().string(),
-                                   "--log-level", "info",
-                                   "--tune-budget", std::to_string(options_.tune_budget_seconds)});
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
@@ -166,8 +170,14 @@ Status DaemonProcess::Start() {
                               std::string(std::strerror(errno)));
   }
 
-  const auto end = std::chrono::steady_clock::now() +
-                   std::chrono::duration<double>(options_.start_timeout_seconds);
+  if (options_.exact_args) return Status::OK();
+  return WaitPort(port_file, options_.start_timeout_seconds);
+}
+
+Status DaemonProcess::WaitPort(const fs::path& port_file, double seconds) {
+  if (pid_ <= 0) return Status::FailedPrecondition("daemon not running");
+  const std::string err = (dir_ / "daemon.err").string();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (true) {
     std::string text = ReadFileOrEmpty(port_file);
     if (!text.empty() && text.back() == '\n') text.pop_back();
@@ -191,6 +201,14 @@ Status DaemonProcess::Start() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+int DaemonProcess::Wait(double seconds) {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  if (!WaitFor(pid_, seconds, &status)) return -1;
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 Status DaemonProcess::Stop(double seconds) {

@@ -4,7 +4,9 @@
 // on an ephemeral port of 127.0.0.1 and waits until it has written its port file; Stop() sends
 // SIGTERM and waits for a graceful exit. C++ tests use the class directly; tests written in other
 // languages (CMake scripts, Python, shell) run under `with_daemon` (testing/with_daemon.cc), which
-// starts one daemon, exports its address as TRANSPOSED_SERVER and runs their command.
+// starts one daemon, exports its address as TRANSPOSED_SERVER and runs their command. Tests of
+// the binary's own flags (server/daemon_test.cc) set DaemonOptions::exact_args: the daemon gets
+// exactly their arguments, Start() only spawns it, and they wait with WaitPort() and Wait().
 // Thread-compatible: one thread drives a DaemonProcess.
 #pragma once
 
@@ -36,6 +38,10 @@ struct DaemonOptions {
   // >= 0: the daemon runs as this user and group id (through setpriv(1), which needs root), and
   // the temporary directory is handed to that user; to test file modes that root would ignore.
   int run_as_uid = -1;
+  // true: run `binary` with exactly extra_args (none of the flags above), and Start() returns once
+  // it is spawned, without waiting for a port (the test may expect it to refuse to start); wait
+  // with WaitPort() and Wait(). The temporary directory still holds the daemon's stdout/stderr.
+  bool exact_args = false;
 };
 
 class DaemonProcess {
@@ -53,6 +59,12 @@ class DaemonProcess {
   Status Stop(double seconds = 30);
   // Sends a signal to the running daemon (SIGHUP: reopen the log file).
   Status Signal(int sig);
+  // Waits up to `seconds` for the daemon to exit; its exit code, or -1 when it did not exit in
+  // time (it still runs then) or died of a signal.
+  int Wait(double seconds);
+  // Waits up to `seconds` for a port number in `port_file` (exact_args: the test's --port-file)
+  // and sets port() and address(); UNAVAILABLE when the daemon exits first or the time runs out.
+  Status WaitPort(const std::filesystem::path& port_file, double seconds = 60);
 
   const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
   int port() const { return port_; }
