@@ -18,7 +18,8 @@
 // every unix-socket client is "unix").
 //
 // Refusals are logged at most once per 10 s (with the number refused since the last line) and
-// reported to the observer (the transposed_connections_refused_total metric).
+// reported to the observer (the transposed_connections_refused_total metric). OpenTotal() is the
+// transposed_connections_open gauge, read at scrape time (it drops the closed connections first).
 //
 // Thread-safety: every method may be called from any thread (gRPC calls the mutator on its poller
 // threads). The limiter must outlive every server built with its option.

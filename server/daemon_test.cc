@@ -709,7 +709,8 @@ int Threads(pid_t pid) {
 // --max-connections-per-client: with 3 idle HTTP/2 connections open from 127.0.0.1, a 4th from
 // there is closed at once (also a real gRPC client's), another host (127.0.0.2) is still served;
 // 50 more refused connections leave no descriptor or thread behind; once the idle ones close, a
-// gRPC client is served again. The refusals are counted in the metrics and logged rate-limited.
+// gRPC client is served again. The refusals are counted in the metrics and logged rate-limited;
+// transposed_connections_open follows the connections held and closed.
 TEST(DaemonProcessTest, ConnectionsPerClientAreCapped) {
   testing::DaemonProcess d =
       StartDaemon({"--max-connections-per-client", "3", "--metrics-listen", "127.0.0.1:0"});
@@ -740,6 +741,16 @@ TEST(DaemonProcessTest, ConnectionsPerClientAreCapped) {
   EXPECT_TRUE(served) << "another host should be served";
   idle.push_back(fd);
   const int threads_loaded = Threads(d.pid());
+
+  // transposed_connections_open counts the 4 held connections (at least: the start-up probe's
+  // may not be closed yet), and goes back to 0 once they and the probe close (below).
+  auto connections_open = [metrics_port]() {
+    std::string error;
+    const auto samples = ParseMetrics(HttpGet(metrics_port, "/metrics", &error));
+    const auto it = samples.find("transposed_connections_open");
+    return it == samples.end() ? -1.0 : it->second;
+  };
+  EXPECT_GE(connections_open(), 4);
 
   for (int i = 0; i < 50; ++i) {
     fd = OpenHttp2(d.port(), "127.0.0.1", &served);
@@ -776,6 +787,15 @@ TEST(DaemonProcessTest, ConnectionsPerClientAreCapped) {
     std::this_thread::sleep_for(100ms);
   }
   EXPECT_TRUE(s.ok()) << s.error_message();
+  // The idle connections and list_devices' are closed; the daemon notices at once (end of
+  // stream) and the scrape drops them.
+  const auto closed_deadline = std::chrono::steady_clock::now() + 60s;
+  double open = connections_open();
+  while (open != 0 && std::chrono::steady_clock::now() < closed_deadline) {
+    std::this_thread::sleep_for(50ms);
+    open = connections_open();
+  }
+  EXPECT_EQ(open, 0);
 
   std::string error;
   const std::string text = HttpGet(metrics_port, "/metrics", &error);

@@ -533,7 +533,7 @@ int main(int argc, char** argv) {
                 ":" + std::to_string(port);
   spdlog::info("listening on {} (port {})", flags.listen, port);
   if (!flags.metrics_listen.empty()) {
-    metrics.Attach(service->get(), store->get());
+    metrics.Attach(service->get(), store->get(), &connection_limiter);
     auto metrics_port = metrics.Serve(flags.metrics_listen);
     if (!metrics_port.ok()) {
       spdlog::error("cannot serve metrics: {}", metrics_port.status().ToString());
@@ -545,6 +545,7 @@ int main(int argc, char** argv) {
   }
   if (!flags.port_file.empty() && !WritePortFile(flags.port_file, port)) {
     spdlog::error("cannot write --port-file={}", flags.port_file);
+    metrics.Stop();  // no scrape reads the connection limiter (destroyed first) any more
     (*service)->Shutdown();
     serving.server->Shutdown();
     return 1;

@@ -33,13 +33,16 @@ prometheus::ClientMetric::Label L(std::string name, std::string value) {
 
 }  // namespace
 
-// The scrape-time metrics: read from the service and the store when /metrics is fetched.
+// The scrape-time metrics: read from the service, the store and the connection limiter when
+// /metrics is fetched.
 class Metrics::ScrapeCollector : public prometheus::Collectable {
  public:
-  void Attach(const TransposeService* service, Store* store) EXCLUDES(mu_) {
+  void Attach(const TransposeService* service, Store* store, ConnectionLimiter* connections)
+      EXCLUDES(mu_) {
     MutexLock l(&mu_);
     service_ = service;
     store_ = store;
+    connections_ = connections;
   }
 
   std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mu_) {
@@ -112,6 +115,20 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
       ro.metric.push_back(std::move(m));
       out.push_back(std::move(ro));
     }
+
+    if (connections_ != nullptr) {
+      // OpenTotal() first drops the connections whose descriptors are closed: the value is what
+      // is open at this scrape, not what was open at the last accept.
+      prometheus::MetricFamily open{"transposed_connections_open",
+                                    "gRPC connections open now (all client hosts; HTTP/2, "
+                                    "plaintext or TLS, idle ones included)",
+                                    prometheus::MetricType::Gauge,
+                                    {}};
+      prometheus::ClientMetric m;
+      m.gauge.value = connections_->OpenTotal();
+      open.metric.push_back(std::move(m));
+      out.push_back(std::move(open));
+    }
     return out;
   }
 
@@ -119,6 +136,7 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
   mutable Mutex mu_;
   const TransposeService* service_ GUARDED_BY(mu_) = nullptr;
   Store* store_ GUARDED_BY(mu_) = nullptr;
+  ConnectionLimiter* connections_ GUARDED_BY(mu_) = nullptr;
 };
 
 Metrics::Metrics(int devices)
@@ -174,8 +192,9 @@ Metrics::Metrics(int devices)
 
 Metrics::~Metrics() { Stop(); }
 
-void Metrics::Attach(const TransposeService* service, Store* store) {
-  scrape_->Attach(service, store);
+void Metrics::Attach(const TransposeService* service, Store* store,
+                     ConnectionLimiter* connections) {
+  scrape_->Attach(service, store, connections);
 }
 
 StatusOr<int> Metrics::Serve(const std::string& listen) {

@@ -4,9 +4,10 @@
 // Counted as things happen (Metrics is the service's ServiceObserver and the interceptor's
 // RpcRecorder): requests by RPC and code, RPC latency, cache hits and misses, tunes started,
 // completed and failed, tune wall time, connections refused at accept. Read at scrape time (a
-// Collectable over the service and the store): tune queue depth and worker restarts per device,
-// and the best ratio (winner / copy ceiling) of each stored entry of this daemon's devices (at
-// most kMaxEntrySeries, newest first). Every name is listed in the README ("Metrics") and in metrics.cc.
+// Collectable over the service, the store and the connection limiter): tune queue depth and worker
+// restarts per device, the best ratio (winner / copy ceiling) of each stored entry of this
+// daemon's devices (at most kMaxEntrySeries, newest first), and the gRPC connections open (the
+// limiter drops the closed ones before it is read, so a scrape never counts a closed one). Every name is listed in the README ("Metrics") and in metrics.cc.
 //
 // Thread-safety: every method may be called from any number of threads at once. Attach() must be
 // called before Serve(); the service and store it is given must outlive the exposer, i.e. this
@@ -29,6 +30,7 @@
 #include "core/mutex.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "server/connection_limiter.h"
 #include "server/rpc_interceptor.h"
 #include "server/service.h"
 #include "server/store.h"
@@ -47,8 +49,9 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   explicit Metrics(int devices);
   ~Metrics() override;
 
-  // The sources of the scrape-time metrics.
-  void Attach(const TransposeService* service, Store* store) EXCLUDES(mu_);
+  // The sources of the scrape-time metrics. `connections` may be null (no connection gauge).
+  void Attach(const TransposeService* service, Store* store,
+              ConnectionLimiter* connections = nullptr) EXCLUDES(mu_);
   // Serves /metrics on HOST:PORT (port 0: any free port); the bound port. UNAVAILABLE when it
   // cannot listen there.
   StatusOr<int> Serve(const std::string& listen) EXCLUDES(mu_);
