@@ -519,8 +519,14 @@ int main(int argc, char** argv) {
   int port = 0;
   Serving serving = build(flags.listen, &port);
   if (serving.server == nullptr || port == 0) {
-    spdlog::error("cannot listen on --listen={} (address in use, or not a valid HOST:PORT)",
-                  flags.listen);
+    if (flags.security.tls_cert.empty())
+      spdlog::error("cannot listen on --listen={} (address in use, or not a valid HOST:PORT)",
+                    flags.listen);
+    else
+      spdlog::error("cannot listen on --listen={} (address in use, not a valid HOST:PORT, or gRPC "
+                    "refused the certificate and key of --tls-cert/--tls-key: see gRPC's message "
+                    "above)",
+                    flags.listen);
     if (serving.server) serving.server->Shutdown();
     return 1;
   }

@@ -54,6 +54,23 @@ StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& fl
   return text;
 }
 
+Status CheckPemBlock(const std::string& text, const std::string& kind, const std::string& path,
+                     const std::string& flag) {
+  // "-----BEGIN CERTIFICATE-----", or for keys "-----BEGIN [RSA |EC |ENCRYPTED ]PRIVATE KEY-----".
+  for (size_t at = text.find("-----BEGIN "); at != std::string::npos;
+       at = text.find("-----BEGIN ", at + 1)) {
+    const size_t end = text.find("-----", at + 11);
+    if (end == std::string::npos) break;
+    const std::string label = text.substr(at + 11, end - at - 11);
+    if (label.size() >= kind.size() &&
+        label.compare(label.size() - kind.size(), kind.size(), kind) == 0 &&
+        text.find("-----END " + label + "-----", end) != std::string::npos)
+      return Status::OK();
+  }
+  return Status::FailedPrecondition(flag + ": " + Quote(path) + " holds no PEM " + kind +
+                                    " block (-----BEGIN ...-----/-----END ...-----)");
+}
+
 StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& flag) {
   TR_ASSIGN_OR_RETURN(std::string text, ReadPemFile(path, flag));
   const auto b = text.find_first_not_of(" \t\r\n");
@@ -81,12 +98,16 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     return grpc::InsecureServerCredentials();
   }
   TR_ASSIGN_OR_RETURN(std::string cert, ReadPemFile(o.tls_cert, "--tls-cert"));
+  TR_RETURN_IF_ERROR(CheckPemBlock(cert, "CERTIFICATE", o.tls_cert, "--tls-cert"));
   TR_ASSIGN_OR_RETURN(std::string key, ReadPemFile(o.tls_key, "--tls-key"));
+  TR_RETURN_IF_ERROR(CheckPemBlock(key, "PRIVATE KEY", o.tls_key, "--tls-key"));
   grpc::SslServerCredentialsOptions ssl(
       o.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   if (!o.tls_client_ca.empty()) {
     TR_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPemFile(o.tls_client_ca, "--tls-client-ca"));
+    TR_RETURN_IF_ERROR(
+        CheckPemBlock(ssl.pem_root_certs, "CERTIFICATE", o.tls_client_ca, "--tls-client-ca"));
   }
   ssl.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(ssl);

@@ -38,7 +38,8 @@ struct SecurityOptions {
 
 // Server credentials for the options: insecure without tls_cert, TLS, or mTLS. INVALID_ARGUMENT
 // naming the flag when only one of cert/key is given, or a client CA without a certificate;
-// FAILED_PRECONDITION naming the file when one cannot be read or is empty.
+// FAILED_PRECONDITION naming the file when one cannot be read, is empty or holds no PEM
+// block of the right kind (CheckPemBlock).
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const SecurityOptions& options);
 
@@ -48,6 +49,13 @@ StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& 
 
 // Reads a whole (PEM) file; FAILED_PRECONDITION "<flag>: cannot read <path>: ..." or "...: empty".
 StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& flag);
+
+// OK when `text` holds a complete PEM block whose label ends with `kind` ("CERTIFICATE",
+// "PRIVATE KEY": also "RSA PRIVATE KEY", "EC PRIVATE KEY"); FAILED_PRECONDITION naming the flag
+// and file otherwise (a placeholder, a key given as the certificate). Structure only: whether
+// the bytes inside parse is gRPC's to say when the server starts.
+Status CheckPemBlock(const std::string& text, const std::string& kind, const std::string& path,
+                     const std::string& flag);
 
 // The admin RPCs, by method name as the service spells it ("Tune", "DeleteEntries").
 // To add an RPC: put it in kAdminMethods (server/security.cc) if it changes or bulk-reads the

@@ -126,5 +126,37 @@ TEST(SecurityTest, CredentialFlagsMustComeInPairs) {
   EXPECT_EQ(MakeServerCredentials(ca_only).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(SecurityTest, PemFilesMustHoldTheRightBlock) {
+  const std::string cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  const std::string rsa = "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n";
+  const std::string pkcs8 = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n";
+  EXPECT_TRUE(CheckPemBlock(cert, "CERTIFICATE", "c.pem", "--tls-cert").ok());
+  EXPECT_TRUE(CheckPemBlock(rsa, "PRIVATE KEY", "k.pem", "--tls-key").ok());
+  EXPECT_TRUE(CheckPemBlock(pkcs8, "PRIVATE KEY", "k.pem", "--tls-key").ok());
+  EXPECT_TRUE(CheckPemBlock("subject=x\n" + cert + cert, "CERTIFICATE", "c.pem", "f").ok());
+  // A placeholder, a key where the certificate belongs, a block that never ends.
+  auto placeholder = CheckPemBlock("REPLACE-ME\n", "CERTIFICATE", "c.pem", "--tls-cert");
+  EXPECT_EQ(placeholder.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(placeholder.message().rfind("--tls-cert: ", 0), 0u) << placeholder.message();
+  EXPECT_FALSE(CheckPemBlock(pkcs8, "CERTIFICATE", "k.pem", "--tls-cert").ok());
+  EXPECT_FALSE(CheckPemBlock(cert, "PRIVATE KEY", "c.pem", "--tls-key").ok());
+  EXPECT_FALSE(CheckPemBlock("-----BEGIN CERTIFICATE-----\nMIIB\n", "CERTIFICATE", "c", "f").ok());
+
+  auto dir = std::filesystem::temp_directory_path() /
+             ("security_test_pem." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  SecurityOptions o;
+  o.tls_cert = write("cert.pem", "REPLACE-ME\n");
+  o.tls_key = write("key.pem", pkcs8);
+  auto c = MakeServerCredentials(o);
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(c.status().message().find("--tls-cert"), std::string::npos) << c.status().message();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace transposed
