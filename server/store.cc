@@ -1053,6 +1053,18 @@ StatusOr<bool> Store::Merge(const TuneResult& r) {
   return stored;
 }
 
+// The entry of a lookup statement's first row (none when it has no row), with its candidates
+// when asked.
+static StatusOr<std::optional<TuneResult>> ReadOneEntry(sqlite3* db, Stmt* st,
+                                                        bool include_candidates) {
+  TR_ASSIGN_OR_RETURN(bool row, st->Step());
+  if (!row) return std::optional<TuneResult>();
+  int64_t entry_id = 0;
+  TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &entry_id));
+  if (include_candidates) TR_RETURN_IF_ERROR(ReadCandidates(db, entry_id, &r.candidates));
+  return std::optional<TuneResult>(std::move(r));
+}
+
 StatusOr<std::optional<TuneResult>> Store::LookupByClass(const std::string& device_class,
                                                          const Problem& problem,
                                                          bool include_candidates) {
@@ -1060,12 +1072,7 @@ StatusOr<std::optional<TuneResult>> Store::LookupByClass(const std::string& devi
     TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, ClassLookupSql()));
     TR_RETURN_IF_ERROR(st->Bind(1, device_class));
     TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
-    TR_ASSIGN_OR_RETURN(bool row, st->Step());
-    if (!row) return std::optional<TuneResult>();
-    int64_t entry_id = 0;
-    TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &entry_id));
-    if (include_candidates) TR_RETURN_IF_ERROR(ReadCandidates(db, entry_id, &r.candidates));
-    return std::optional<TuneResult>(std::move(r));
+    return ReadOneEntry(db, st.get(), include_candidates);
   });
 }
 
@@ -1077,12 +1084,7 @@ StatusOr<std::optional<TuneResult>> Store::Lookup(const std::string& device_fing
                                        " WHERE e.device_fingerprint = ?1 AND e.problem_key = ?2"));
     TR_RETURN_IF_ERROR(st->Bind(1, device_fingerprint));
     TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
-    TR_ASSIGN_OR_RETURN(bool row, st->Step());
-    if (!row) return std::optional<TuneResult>();
-    int64_t entry_id = 0;
-    TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &entry_id));
-    if (include_candidates) TR_RETURN_IF_ERROR(ReadCandidates(db, entry_id, &r.candidates));
-    return std::optional<TuneResult>(std::move(r));
+    return ReadOneEntry(db, st.get(), include_candidates);
   });
 }
 
