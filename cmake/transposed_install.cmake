@@ -28,15 +28,15 @@ target_include_directories(transposed_core PUBLIC $<BUILD_INTERFACE:${_build_inc
                                                   $<INSTALL_INTERFACE:${_inc}/transposed>)
 
 # Exported names (transposed::<name>) and the same names as aliases inside a consumer's build.
-set(_transposed_exported core proto proto_util client kernels)
+set(_transposed_exported core proto_messages proto proto_util client kernels)
 foreach(n ${_transposed_exported})
   set_target_properties(transposed_${n} PROPERTIES EXPORT_NAME ${n})
   add_library(transposed::${n} ALIAS transposed_${n})
 endforeach()
 set_target_properties(transpose PROPERTIES EXPORT_NAME transpose)
 
-install(TARGETS transposed_core transposed_proto transposed_proto_util transposed_client
-                transposed_kernels transpose
+install(TARGETS transposed_core transposed_proto_messages transposed_proto transposed_proto_util
+                transposed_client transposed_kernels transpose
         EXPORT transposedTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)

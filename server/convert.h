@@ -10,6 +10,7 @@
 #include "core/problem.h"
 #include "core/status.h"
 #include "core/tune_result.h"
+#include "proto/measure_method_proto.h"  // MeasureMethodToProto, MeasureMethodFromProto
 #include "proto/problem_proto.h"  // ProblemFromProto, ProblemToProto, ParseDTypeField
 #include "server/service.h"
 #include "server/store.h"
@@ -25,7 +26,6 @@ DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s);
 pb::Device DeviceToProto(const DeviceInfo& d);  // fingerprint included
 pb::Variant VariantToProto(const Candidate& c, const std::string& backend);
 // gbps = EffectiveGBps(problem_bytes, median_s).
-void MeasureMethodToProto(const MeasureMethod& in, pb::MeasureMethod* out);
 pb::Measurement MeasurementToProto(const Measurement& m, int64_t problem_bytes);
 pb::CandidateResult CandidateResultToProto(const CandidateResult& r, const std::string& backend,
                                            int64_t problem_bytes);

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "proto/measure_method_proto.h"
+
 namespace transposed::worker {
 
 void ToProto(const Problem& in, pb::Problem* out) {
@@ -59,44 +61,6 @@ StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in) {
   return o;
 }
 
-void ToProto(const MeasureMethod& in, pb::MeasureMethod* out) {
-  out->set_timer(in.timer);
-  out->set_op(in.op);
-  out->set_launches_per_sample(in.launches_per_sample);
-  out->set_buffers(in.buffers);
-  out->set_working_set_bytes(in.working_set_bytes);
-  out->set_cache_bytes(in.cache_bytes);
-  out->set_working_set_capped(in.working_set_capped);
-  out->set_threads(in.threads);
-  out->set_sm_clock_khz(in.sm_clock_khz);
-  out->set_memory_clock_khz(in.memory_clock_khz);
-  out->set_preempted_retaken(in.preempted_retaken);
-  out->set_preempted_kept(in.preempted_kept);
-  for (const auto& [k, v] : in.alternatives_median_s) (*out->mutable_alternatives_median_s())[k] = v;
-  out->set_final_rounds(in.final_rounds);
-  out->set_remeasured_after_rel_spread(in.remeasured_after_rel_spread);
-}
-
-MeasureMethod FromProto(const pb::MeasureMethod& in) {
-  MeasureMethod m;
-  m.timer = in.timer();
-  m.op = in.op();
-  m.launches_per_sample = in.launches_per_sample();
-  m.buffers = in.buffers();
-  m.working_set_bytes = in.working_set_bytes();
-  m.cache_bytes = in.cache_bytes();
-  m.working_set_capped = in.working_set_capped();
-  m.threads = in.threads();
-  m.sm_clock_khz = in.sm_clock_khz();
-  m.memory_clock_khz = in.memory_clock_khz();
-  m.preempted_retaken = in.preempted_retaken();
-  m.preempted_kept = in.preempted_kept();
-  for (const auto& [k, v] : in.alternatives_median_s()) m.alternatives_median_s[k] = v;
-  m.final_rounds = in.final_rounds();
-  m.remeasured_after_rel_spread = in.remeasured_after_rel_spread();
-  return m;
-}
-
 void ToProto(const Measurement& in, pb::Measurement* out) {
   out->set_valid(in.valid);
   out->set_error(in.error);
@@ -105,10 +69,10 @@ void ToProto(const Measurement& in, pb::Measurement* out) {
   out->set_max_s(in.max_s);
   out->set_samples(in.samples);
   out->set_warmup(in.warmup);
-  ToProto(in.method, out->mutable_method());
+  MeasureMethodToProto(in.method, out->mutable_method());
 }
 
-Measurement FromProto(const pb::Measurement& in) {
+StatusOr<Measurement> FromProto(const pb::Measurement& in) {
   Measurement m;
   m.valid = in.valid();
   m.error = in.error();
@@ -117,7 +81,7 @@ Measurement FromProto(const pb::Measurement& in) {
   m.max_s = in.max_s();
   m.samples = in.samples();
   m.warmup = in.warmup();
-  m.method = FromProto(in.method());
+  TR_ASSIGN_OR_RETURN(m.method, MeasureMethodFromProto("measurement.method", in.method()));
   return m;
 }
 

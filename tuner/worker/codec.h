@@ -23,11 +23,10 @@ void ToProto(const MeasureOptions& in, pb::MeasureOptions* out);
 // min_seconds < 0).
 StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in);
 
-void ToProto(const MeasureMethod& in, pb::MeasureMethod* out);
-MeasureMethod FromProto(const pb::MeasureMethod& in);
-
+// The method through the one MeasureMethod mapping (proto/measure_method_proto.h), bounded:
+// INVALID_ARGUMENT naming "measurement.method.<field>".
 void ToProto(const Measurement& in, pb::Measurement* out);
-Measurement FromProto(const pb::Measurement& in);
+StatusOr<Measurement> FromProto(const pb::Measurement& in);
 
 void ToProto(const DeviceInfo& in, pb::Device* out);
 DeviceInfo FromProto(const pb::Device& in);

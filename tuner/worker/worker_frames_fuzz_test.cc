@@ -196,8 +196,12 @@ TEST(WorkerFramesFuzzTest, MutatedResponsesMapToTheDomainModelWithoutCrashing) {
         break;
       }
       case pb::Response::kMeasure: {
-        const Measurement m = FromProto(r.measure().measurement());
-        (void)m;
+        // A mutated method may be refused (bounded), never crash; refused names its field.
+        const StatusOr<Measurement> m = FromProto(r.measure().measurement());
+        if (!m.ok()) {
+          EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+          EXPECT_NE(m.status().message().find("measurement.method"), std::string::npos);
+        }
         break;
       }
       case pb::Response::kError: {

@@ -161,7 +161,9 @@ TEST(CodecTest, MeasurementDoublesAreExact) {
   ToProto(m, &mm);
   pb::Measurement wire;
   ASSERT_TRUE(wire.ParseFromString(mm.SerializeAsString()));
-  Measurement back = FromProto(wire);
+  StatusOr<Measurement> parsed = FromProto(wire);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const Measurement& back = *parsed;
   EXPECT_EQ(back.valid, m.valid);
   EXPECT_EQ(back.median_s, m.median_s);
   EXPECT_EQ(back.min_s, m.min_s);
@@ -170,9 +172,22 @@ TEST(CodecTest, MeasurementDoublesAreExact) {
   EXPECT_EQ(back.warmup, 2);
   EXPECT_EQ(back.method, m.method);
   ToProto(Measurement::Invalid("worker died"), &mm);
-  Measurement bb = FromProto(mm);
-  EXPECT_FALSE(bb.valid);
-  EXPECT_EQ(bb.error, "worker died");
+  StatusOr<Measurement> bb = FromProto(mm);
+  ASSERT_TRUE(bb.ok());
+  EXPECT_FALSE(bb->valid);
+  EXPECT_EQ(bb->error, "worker died");
+}
+
+// The method goes through the API's bounded mapping (proto/measure_method_proto.h): a worker
+// cannot hand the daemon an unbounded string.
+TEST(CodecTest, MeasurementMethodIsBounded) {
+  pb::Measurement mm;
+  ToProto(Measurement::Invalid("x"), &mm);
+  mm.mutable_method()->set_op(std::string(65, 'o'));
+  StatusOr<Measurement> bad = FromProto(mm);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("measurement.method.op"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(CodecTest, DeviceInfoRoundTripKeepsFingerprint) {
