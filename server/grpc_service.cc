@@ -196,9 +196,29 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
 // decided once and finishes the stream after everything queued before it. A client that goes
 // away (a failed write, a cancellation, a passed deadline) drops what is not written yet and
 // ends the stream CANCELLED. Every gRPC operation is started outside mu_, decided under it.
-template <typename Msg>
+//
+// It also owns the call's life (CRTP): Start makes the Derived call, which keeps itself alive
+// (self_) until gRPC's OnDone, and hands the request to Derived::Begin; the call counts in the
+// daemon's inflight() from construction to OnDone and gives its limiter slot back there.
+template <typename Derived, typename Msg>
 class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
  public:
+  template <typename Request>
+  static grpc::ServerWriteReactor<Msg>* Start(GrpcTransposer* owner,
+                                              grpc::CallbackServerContext* context,
+                                              const Request& request) {
+    std::shared_ptr<Derived> call(new Derived(owner, context));
+    call->self_ = call;
+    call->Begin(request);
+    return call.get();
+  }
+
+  void OnDone() override {
+    slot_.Release();
+    owner_->inflight_.fetch_sub(1);
+    self_.reset();  // may delete this
+  }
+
   void OnWriteDone(bool ok) override {
     if (!ok) {
       ClientLeft(/*write_done=*/true);  // the stream is broken: the client is gone
@@ -216,6 +236,11 @@ class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
   void OnCancel() override { ClientLeft(/*write_done=*/false); }
 
  protected:
+  StreamCall(GrpcTransposer* owner, grpc::CallbackServerContext* context)
+      : owner_(owner), context_(context) {
+    owner_->inflight_.fetch_add(1);
+  }
+
   // Queues a message; false (dropped) once the end is decided.
   bool Enqueue(Msg msg) EXCLUDES(mu_) {
     {
@@ -245,6 +270,11 @@ class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
   // Leaves the call's note for the log line; called once, right before the stream finishes,
   // without mu_ held. `written`: messages written.
   virtual void OnFinishing(int written) = 0;
+
+  GrpcTransposer* const owner_;
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<Derived> self_;  // set in Start, dropped in OnDone
+  CallLimiter::Slot slot_;         // taken by Derived::Begin, given back by OnDone
 
  private:
   // Drops what is not written yet (the write in flight stays until OnWriteDone) and ends the
@@ -298,28 +328,11 @@ class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
 
 // One Tune call: candidate results arrive on the device worker's thread and are streamed as they
 // come; the answer or the error ends the stream after them.
-class GrpcTransposer::TuneCall : public StreamCall<v1::TuneProgress> {
- public:
-  static grpc::ServerWriteReactor<v1::TuneProgress>* Start(GrpcTransposer* owner,
-                                                           grpc::CallbackServerContext* context,
-                                                           const v1::TuneRequest& request) {
-    std::shared_ptr<TuneCall> call(new TuneCall(owner, context));
-    call->self_ = call;
-    call->Begin(request);
-    return call.get();
-  }
-
-  void OnDone() override {
-    slot_.Release();
-    owner_->inflight_.fetch_sub(1);
-    self_.reset();  // may delete this
-  }
-
+class GrpcTransposer::TuneCall : public StreamCall<TuneCall, v1::TuneProgress> {
  private:
-  TuneCall(GrpcTransposer* owner, grpc::CallbackServerContext* context)
-      : owner_(owner), context_(context) {
-    owner_->inflight_.fetch_add(1);
-  }
+  using Base = StreamCall<TuneCall, v1::TuneProgress>;
+  friend Base;  // Start constructs the call and calls Begin
+  using Base::Base;
 
   void Begin(const v1::TuneRequest& request) {
     problem_ = DescribeProblem(ProblemFromProto(request.problem()), request.problem());
@@ -403,11 +416,7 @@ class GrpcTransposer::TuneCall : public StreamCall<v1::TuneProgress> {
                                " source=tuned candidates=" + std::to_string(written));
   }
 
-  GrpcTransposer* const owner_;
-  grpc::CallbackServerContext* const context_;
-  std::shared_ptr<TuneCall> self_;  // set in Start, dropped in OnDone
-  std::string problem_;             // for the note, written before any answer can come
-  CallLimiter::Slot slot_;          // taken by Begin, given back by OnDone
+  std::string problem_;  // for the note, written before any answer can come
   Mutex mu_;
   std::string device_ GUARDED_BY(mu_);
   bool cancelled_ GUARDED_BY(mu_) = false;
@@ -422,34 +431,17 @@ class GrpcTransposer::TuneCall : public StreamCall<v1::TuneProgress> {
 // joins or queues its tune (as a GetConfig miss; with force, as a Tune) and streams its candidate
 // results. A client that goes away detaches from the problem in flight (its tune runs to the end
 // and is stored, as elsewhere) and the problems not started yet are dropped.
-class GrpcTransposer::TuneManyCall : public StreamCall<v1::TuneManyProgress> {
- public:
-  static grpc::ServerWriteReactor<v1::TuneManyProgress>* Start(
-      GrpcTransposer* owner, grpc::CallbackServerContext* context,
-      const v1::TuneManyRequest& request) {
-    std::shared_ptr<TuneManyCall> call(new TuneManyCall(owner, context));
-    call->self_ = call;
-    call->Begin(request);
-    return call.get();
-  }
-
-  void OnDone() override {
-    slot_.Release();
-    owner_->inflight_.fetch_sub(1);
-    self_.reset();  // may delete this
-  }
-
+class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneManyProgress> {
  private:
+  using Base = StreamCall<TuneManyCall, v1::TuneManyProgress>;
+  friend Base;  // Start constructs the call and calls Begin
+  using Base::Base;
+
   struct Item {
     Problem problem;
     DeviceRef device;
     std::string backend;  // of the device, for the streamed variants
   };
-
-  TuneManyCall(GrpcTransposer* owner, grpc::CallbackServerContext* context)
-      : owner_(owner), context_(context) {
-    owner_->inflight_.fetch_add(1);
-  }
 
   void Begin(const v1::TuneManyRequest& request) {
     const int n = request.problems_size();
@@ -653,10 +645,6 @@ class GrpcTransposer::TuneManyCall : public StreamCall<v1::TuneManyProgress> {
                                " messages=" + std::to_string(written));
   }
 
-  GrpcTransposer* const owner_;
-  grpc::CallbackServerContext* const context_;
-  std::shared_ptr<TuneManyCall> self_;  // set in Start, dropped in OnDone
-  CallLimiter::Slot slot_;              // taken by Begin, given back by OnDone
   // Written by Begin before the first problem starts, then read only.
   std::vector<Item> items_;
   bool force_ = false;

@@ -82,7 +82,7 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   int inflight() const { return inflight_.load(); }
 
  private:
-  template <typename Msg>
+  template <typename Derived, typename Msg>
   class StreamCall;
   class GetConfigCall;
   class TuneCall;
