@@ -3,26 +3,33 @@
 # batch job (which launches the answered configuration through the kernel library and checks it).
 #   client/run_gpu_example.sh BUNDLE OUTDIR
 # BUNDLE is a folder made by /work/shared/tools/bundle holding transposed, transposed-worker,
-# transposectl and example_batch_job. OUTDIR receives daemon.log and run.log. Exit status non-zero
-# if anything failed.
+# transposectl, example_batch_job and with_daemon. The shared test helper with_daemon (testing/)
+# starts the daemon (fresh database, free port, the daemon's default tune budget of 20 s) and runs
+# this script again against it (with EXAMPLE_UNDER_DAEMON set); the daemon must exit 0 on SIGTERM
+# at the end. OUTDIR receives daemon.log and run.log. Exit status non-zero if anything failed.
 set -uo pipefail
 bundle=$(cd "${1:?usage: run_gpu_example.sh BUNDLE OUTDIR}" && pwd)
 out=${2:?usage: run_gpu_example.sh BUNDLE OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-export LD_LIBRARY_PATH="$bundle/lib:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-work=$(mktemp -d)
-status=0
-exec > >(tee "$out/run.log") 2>&1
 
-nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv
-"$bundle/bin/transposed" --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/cache.db" \
-  --backend cuda --worker "$bundle/bin/transposed-worker" --log-file "$out/daemon.log" \
-  --log-level info &
-daemon=$!
-for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.1; done
-[ -s "$work/port" ] || { echo "FAIL: the daemon did not start"; cat "$out/daemon.log"; exit 1; }
-server=127.0.0.1:$(cat "$work/port")
+if [ -z "${EXAMPLE_UNDER_DAEMON:-}" ]; then
+  export LD_LIBRARY_PATH="$bundle/lib:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  exec > >(tee "$out/run.log") 2>&1
+  nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv
+  EXAMPLE_UNDER_DAEMON=1 "$bundle/bin/with_daemon" --daemon "$bundle/bin/transposed" \
+    --backend cuda --tune-budget 20 --daemon-arg --worker \
+    --daemon-arg "$bundle/bin/transposed-worker" --copy-log "$out/daemon.log" -- \
+    bash "$0" "$bundle" "$out"
+  status=$?
+  grep -c "tune start" "$out/daemon.log" | sed 's/^/tunes started: /'
+  echo "status: $status"
+  exit $status
+fi
+
+# Under with_daemon: TRANSPOSED_SERVER is the daemon's address.
+status=0
+server=$TRANSPOSED_SERVER
 ctl() { "$bundle/bin/transposectl" --server "$server" "$@"; }
 step() {
   echo "== $*"
@@ -40,9 +47,4 @@ for args in "--rows 4096 --cols 4096 --dtype f32" "--rows 1000 --cols 3000 --dty
   step "$bundle/bin/example_batch_job" --server "$server" $args
 done
 step ctl list
-kill -TERM "$daemon"
-wait "$daemon" || { echo "FAIL: the daemon exited with $?"; status=1; }
-grep -c "tune start" "$out/daemon.log" | sed 's/^/tunes started: /'
-rm -rf "$work"
-echo "status: $status"
 exit $status

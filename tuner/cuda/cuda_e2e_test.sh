@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
 # End-to-end test of the CUDA backend through the real daemon and client (label gpu).
 #   cuda_e2e_test.sh BIN_DIR [OUT_DIR]
-# BIN_DIR holds transposed, transposed-worker-faults and transposectl (a build's bin/ or a bundle's
-# bin/; set LD_LIBRARY_PATH for a bundle). Starts `transposed --backend cuda` on a free port with a
-# fresh database and the test-only worker whose engine also offers the faulting candidate
-# (--worker transposed-worker-faults), then for
-# a handful of problems: `transposectl --json get` must tune (source tuned, a real variant, a sane
-# share of the copy ceiling, the tune time reported), and a second get must be a cache hit with
-# the same answer. The daemon log must show the faulting candidate killed a worker that was
-# restarted. Writes daemon.log and e2e.csv to OUT_DIR. Exit 0 only if every check passed.
+# BIN_DIR holds transposed, transposed-worker-faults, transposectl and with_daemon (a build's bin/
+# or a bundle's bin/; set LD_LIBRARY_PATH for a bundle). The shared test helper with_daemon
+# (testing/) starts `transposed --backend cuda` on a free port with a fresh database, the daemon's
+# default tune budget (20 s) and the test-only worker whose engine also offers the faulting
+# candidate (--worker transposed-worker-faults), and runs this script again against it (with
+# E2E_UNDER_DAEMON set): for a handful of problems, `transposectl --json get` must tune (source
+# tuned, a real variant, a sane share of the copy ceiling, the tune time reported), and a second
+# get must be a cache hit with the same answer; the daemon must still serve at the end and exit 0
+# on SIGTERM. Its log (copied by with_daemon once it stopped) must show the faulting candidate
+# killed a worker that was restarted. Writes daemon.log and e2e.csv to OUT_DIR. Exit 0 only if
+# every check passed.
 set -uo pipefail
 bin=${1:?usage: cuda_e2e_test.sh BIN_DIR [OUT_DIR]}
 out=${2:-$(mktemp -d)}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+if [ -z "${E2E_UNDER_DAEMON:-}" ]; then
+  E2E_UNDER_DAEMON=1 "$bin/with_daemon" --daemon "$bin/transposed" --backend cuda \
+    --tune-budget 20 --daemon-arg --worker --daemon-arg "$bin/transposed-worker-faults" \
+    --copy-log "$out/daemon.log" -- bash "$0" "$bin" "$out"
+  status=$?
+  if ! grep -q "worker died.*test.fault.illegal_address; restarted" "$out/daemon.log"; then
+    echo "FAIL: daemon log shows the faulting candidate killed a worker"
+    status=1
+  fi
+  [ $status = 0 ] && echo "cuda_e2e_test: PASS" || echo "cuda_e2e_test: FAIL"
+  exit $status
+fi
+
+# Under with_daemon: TRANSPOSED_SERVER is the daemon's address.
 tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 fail=0
 check() {  # check CONDITION_TEXT COMMAND...
   local what=$1; shift
@@ -23,18 +42,7 @@ field() {  # field FILE KEY -> first top-level scalar value of "KEY": in pretty-
   grep -m1 -E "^  \"$2\": " "$1" | sed -E 's/^  "[^"]+": "?([^",]*)"?,?$/\1/'
 }
 
-"$bin/transposed" --backend cuda --worker "$bin/transposed-worker-faults" --listen 127.0.0.1:0 \
-  --port-file "$tmp/port" --db "$tmp/cache.sqlite" --log-file "$out/daemon.log" &
-daemon=$!
-trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 600); do
-  [ -s "$tmp/port" ] && break
-  kill -0 $daemon 2>/dev/null || { echo "FAIL: daemon exited"; cat "$out/daemon.log"; exit 1; }
-  sleep 0.1
-done
-[ -s "$tmp/port" ] || { echo "FAIL: no port file after 60 s"; exit 1; }
-addr=127.0.0.1:$(cat "$tmp/port")
-ctl() { "$bin/transposectl" --server "$addr" --timeout 300 --json "$@"; }
+ctl() { "$bin/transposectl" --server "$TRANSPOSED_SERVER" --timeout 300 --json "$@"; }
 
 echo "problem,variant,gbps,ceiling_gbps,ratio,tune_seconds,first_get_wall_s,second_source" \
   > "$out/e2e.csv"
@@ -67,8 +75,5 @@ done <<'PROBLEMS'
 256x512x384_f16 --batch 256 --rows 512 --cols 384 --dtype f16
 PROBLEMS
 
-check "daemon log shows the faulting candidate killed a worker" \
-  grep -q "worker died.*test.fault.illegal_address; restarted" "$out/daemon.log"
-check "daemon still alive" kill -0 $daemon
-[ $fail = 0 ] && echo "cuda_e2e_test: PASS" || echo "cuda_e2e_test: FAIL"
+check "daemon still serving" "$bin/transposectl" --server "$TRANSPOSED_SERVER" devices
 exit $fail
