@@ -15,10 +15,10 @@ exec > >(tee "$out/run.log") 2>&1
 nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv
 # The daemon needs the bundle's libraries; the Python process must not see them (torch brings its
 # own libstdc++ and CUDA runtime), hence env -u LD_LIBRARY_PATH for it.
-"$bundle/run" with_daemon --keep --daemon "$bundle/bin/transposed" --backend cuda --tune-budget 20 -- \
+"$bundle/run" with_daemon --copy-log "$out/daemon.log" --daemon "$bundle/bin/transposed" \
+  --backend cuda --tune-budget 20 -- \
   env -u LD_LIBRARY_PATH PYTHONPATH="$bundle/python" PYTHONUNBUFFERED=1 \
   TRANSPOSED_GPU_TEST_OUT="$out" python3 "$here/tests/test_gpu.py"
 status=$?
-cp "${TMPDIR:-/tmp}"/transposed_test.*/daemon.log "$out/daemon.log" 2>/dev/null || true
 echo "python/run_gpu.sh: status $status"
 exit $status
