@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -99,6 +100,40 @@ void Client::Prepare(grpc::ClientContext* context) const {
   if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
 }
 
+template <typename Request, typename Response>
+StatusOr<Response> Client::Call(grpc::Status (v1::Transposer::Stub::*method)(grpc::ClientContext*,
+                                                                             const Request&,
+                                                                             Response*),
+                                const Request& request) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  Response response;
+  grpc::Status s = (stub_.get()->*method)(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return response;
+}
+
+template <typename Request, typename Message, typename OnMessage>
+Status Client::ReadStream(std::unique_ptr<grpc::ClientReader<Message>> (
+                              v1::Transposer::Stub::*method)(grpc::ClientContext*, const Request&),
+                          const Request& request, OnMessage&& on_message) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  std::unique_ptr<grpc::ClientReader<Message>> reader = (stub_.get()->*method)(&context, request);
+  Message message;
+  Status callback_status;
+  while (reader->Read(&message)) {
+    callback_status = on_message(static_cast<const Message&>(message));
+    if (!callback_status.ok()) {
+      context.TryCancel();
+      break;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!callback_status.ok()) return callback_status;
+  return FromGrpcStatus(s);
+}
+
 Status Client::WaitForConnected(double seconds) {
   if (channel_->WaitForConnected(DeadlineAfter(seconds))) return Status::OK();
   return Status::Unavailable("could not connect to " + address_ + " within " +
@@ -109,12 +144,7 @@ StatusOr<v1::Answer> Client::GetConfig(const v1::Problem& problem, v1::CachePoli
   v1::GetConfigRequest request;
   *request.mutable_problem() = problem;
   request.set_policy(policy);
-  grpc::ClientContext context;
-  Prepare(&context);
-  v1::Answer answer;
-  grpc::Status s = stub_->GetConfig(&context, request, &answer);
-  if (!s.ok()) return FromGrpcStatus(s);
-  return answer;
+  return Call(&v1::Transposer::Stub::GetConfig, request);
 }
 
 StatusOr<v1::Answer> Client::GetConfig(const Problem& problem, const v1::DeviceSelector& device,
@@ -126,61 +156,33 @@ StatusOr<v1::Answer> Client::GetConfig(const Problem& problem, const v1::DeviceS
 
 StatusOr<v1::Answer> Client::Tune(const v1::TuneRequest& request,
                                   const ProgressCallback& on_progress) {
-  grpc::ClientContext context;
-  Prepare(&context);
-  std::unique_ptr<grpc::ClientReader<v1::TuneProgress>> reader = stub_->Tune(&context, request);
-  v1::TuneProgress progress;
-  bool have_answer = false;
-  v1::Answer answer;
-  while (reader->Read(&progress)) {
-    if (progress.has_answer()) {
-      answer = progress.answer();
-      have_answer = true;
-    }
-    if (on_progress) on_progress(progress);
-  }
-  grpc::Status s = reader->Finish();
-  if (!s.ok()) return FromGrpcStatus(s);
-  if (!have_answer) return Status::Internal("the Tune stream ended without an answer");
-  return answer;
+  std::optional<v1::Answer> answer;
+  TR_RETURN_IF_ERROR(
+      ReadStream(&v1::Transposer::Stub::Tune, request, [&](const v1::TuneProgress& progress) {
+        if (progress.has_answer()) answer = progress.answer();
+        if (on_progress) on_progress(progress);
+        return Status::OK();
+      }));
+  if (!answer.has_value()) return Status::Internal("the Tune stream ended without an answer");
+  return *std::move(answer);
 }
 
 Status Client::TuneMany(const v1::TuneManyRequest& request,
                         const std::function<Status(const v1::TuneManyProgress&)>& on_progress) {
-  grpc::ClientContext context;
-  Prepare(&context);
-  std::unique_ptr<grpc::ClientReader<v1::TuneManyProgress>> reader =
-      stub_->TuneMany(&context, request);
-  v1::TuneManyProgress progress;
-  Status callback_status;
-  while (reader->Read(&progress)) {
-    if (on_progress) callback_status = on_progress(progress);
-    if (!callback_status.ok()) {
-      context.TryCancel();
-      break;
-    }
-  }
-  grpc::Status s = reader->Finish();
-  if (!callback_status.ok()) return callback_status;
-  return FromGrpcStatus(s);
+  return ReadStream(&v1::Transposer::Stub::TuneMany, request,
+                    [&](const v1::TuneManyProgress& progress) {
+                      return on_progress ? on_progress(progress) : Status::OK();
+                    });
 }
 
 StatusOr<std::vector<v1::Device>> Client::ListDevices() {
-  grpc::ClientContext context;
-  Prepare(&context);
-  v1::ListDevicesResponse response;
-  grpc::Status s = stub_->ListDevices(&context, v1::ListDevicesRequest(), &response);
-  if (!s.ok()) return FromGrpcStatus(s);
+  TR_ASSIGN_OR_RETURN(v1::ListDevicesResponse response,
+                      Call(&v1::Transposer::Stub::ListDevices, v1::ListDevicesRequest()));
   return std::vector<v1::Device>(response.devices().begin(), response.devices().end());
 }
 
 StatusOr<v1::ListEntriesResponse> Client::ListEntryPage(const v1::ListEntriesRequest& request) {
-  grpc::ClientContext context;
-  Prepare(&context);
-  v1::ListEntriesResponse response;
-  grpc::Status s = stub_->ListEntries(&context, request, &response);
-  if (!s.ok()) return FromGrpcStatus(s);
-  return response;
+  return Call(&v1::Transposer::Stub::ListEntries, request);
 }
 
 StatusOr<std::vector<v1::Entry>> Client::ListEntries(const v1::ListEntriesRequest& request) {
@@ -206,46 +208,26 @@ StatusOr<std::vector<v1::Entry>> Client::ListEntries(const v1::ListEntriesReques
 }
 
 StatusOr<int64_t> Client::DeleteEntries(const v1::DeleteEntriesRequest& request) {
-  grpc::ClientContext context;
-  Prepare(&context);
-  v1::DeleteEntriesResponse response;
-  grpc::Status s = stub_->DeleteEntries(&context, request, &response);
-  if (!s.ok()) return FromGrpcStatus(s);
+  TR_ASSIGN_OR_RETURN(v1::DeleteEntriesResponse response,
+                      Call(&v1::Transposer::Stub::DeleteEntries, request));
   return static_cast<int64_t>(response.deleted());
 }
 
 StatusOr<int64_t> Client::ExportEntries(
     const v1::ExportEntriesRequest& request,
     const std::function<Status(const v1::ExportedEntry&)>& on_entry) {
-  grpc::ClientContext context;
-  Prepare(&context);
-  std::unique_ptr<grpc::ClientReader<v1::ExportedEntry>> reader =
-      stub_->ExportEntries(&context, request);
-  v1::ExportedEntry entry;
   int64_t n = 0;
-  Status callback_status;
-  while (reader->Read(&entry)) {
-    ++n;
-    callback_status = on_entry(entry);
-    if (!callback_status.ok()) {
-      context.TryCancel();
-      break;
-    }
-  }
-  grpc::Status s = reader->Finish();
-  if (!callback_status.ok()) return callback_status;
-  if (!s.ok()) return FromGrpcStatus(s);
+  TR_RETURN_IF_ERROR(ReadStream(&v1::Transposer::Stub::ExportEntries, request,
+                                [&](const v1::ExportedEntry& entry) {
+                                  ++n;
+                                  return on_entry(entry);
+                                }));
   return n;
 }
 
 StatusOr<v1::ImportEntriesResponse> Client::ImportEntries(
     const v1::ImportEntriesRequest& request) {
-  grpc::ClientContext context;
-  Prepare(&context);
-  v1::ImportEntriesResponse response;
-  grpc::Status s = stub_->ImportEntries(&context, request, &response);
-  if (!s.ok()) return FromGrpcStatus(s);
-  return response;
+  return Call(&v1::Transposer::Stub::ImportEntries, request);
 }
 
 }  // namespace transposed

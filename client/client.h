@@ -146,6 +146,18 @@ class Client {
   Client(std::string address, ClientOptions options, std::shared_ptr<grpc::Channel> channel);
   // Applies the deadline and wait_for_ready to a fresh context.
   void Prepare(grpc::ClientContext* context) const;
+  // One unary call of the stub on a prepared context: its response, or its status.
+  template <typename Request, typename Response>
+  StatusOr<Response> Call(grpc::Status (v1::Transposer::Stub::*method)(grpc::ClientContext*,
+                                                                       const Request&, Response*),
+                          const Request& request);
+  // One server-streaming call on a prepared context: every message to on_message (Status
+  // on_message(const Message&)); a non-OK Status from it cancels the call and is returned, else
+  // the stream's own status.
+  template <typename Request, typename Message, typename OnMessage>
+  Status ReadStream(std::unique_ptr<grpc::ClientReader<Message>> (v1::Transposer::Stub::*method)(
+                        grpc::ClientContext*, const Request&),
+                    const Request& request, OnMessage&& on_message);
 
   const std::string address_;
   const ClientOptions options_;
