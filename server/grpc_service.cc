@@ -21,6 +21,13 @@ namespace transposed {
 
 namespace {
 
+// Ends a unary call answered on the calling thread: the default reactor, finished with `status`.
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 // How a request named its device, for the log line when there is no answer to take it from.
 std::string DescribeSelector(const v1::DeviceSelector& s) {
   switch (s.selector_case()) {
@@ -683,9 +690,7 @@ grpc::ServerUnaryReactor* GrpcTransposer::ListDevices(grpc::CallbackServerContex
                                                       v1::ListDevicesResponse* response) {
   for (const auto& d : service_->ListDevices()) *response->add_devices() = DeviceToProto(d);
   Note(context, "devices=" + std::to_string(response->devices_size()));
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return FinishNow(context, Status::OK());
 }
 
 grpc::ServerUnaryReactor* GrpcTransposer::ListEntries(grpc::CallbackServerContext* context,
@@ -731,9 +736,7 @@ grpc::ServerUnaryReactor* GrpcTransposer::ListEntries(grpc::CallbackServerContex
   }
   Note(context, "entries=" + std::to_string(response->entries_size()) +
                     " more=" + (response->next_page_token().empty() ? "false" : "true"));
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return FinishNow(context, status);
 }
 
 grpc::ServerUnaryReactor* GrpcTransposer::DeleteEntries(grpc::CallbackServerContext* context,
@@ -741,9 +744,7 @@ grpc::ServerUnaryReactor* GrpcTransposer::DeleteEntries(grpc::CallbackServerCont
                                                         v1::DeleteEntriesResponse* response) {
   if (Status auth = Authorize("DeleteEntries", context); !auth.ok()) {
     Note(context, "refused");
-    auto* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(auth));
-    return reactor;
+    return FinishNow(context, auth);
   }
   auto query = EntryQueryFromProto(request->filter());
   Status status = query.status();
@@ -753,9 +754,7 @@ grpc::ServerUnaryReactor* GrpcTransposer::DeleteEntries(grpc::CallbackServerCont
     if (deleted.ok()) response->set_deleted(*deleted);
   }
   Note(context, "deleted=" + std::to_string(response->deleted()));
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return FinishNow(context, status);
 }
 
 namespace {
@@ -847,9 +846,7 @@ grpc::ServerUnaryReactor* GrpcTransposer::ImportEntries(grpc::CallbackServerCont
                                                         v1::ImportEntriesResponse* response) {
   if (Status auth = Authorize("ImportEntries", context); !auth.ok()) {
     Note(context, "refused");
-    auto* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(auth));
-    return reactor;
+    return FinishNow(context, auth);
   }
   Status status;
   if (request->entries_size() > kMaxImportBatch) {
@@ -888,9 +885,7 @@ grpc::ServerUnaryReactor* GrpcTransposer::ImportEntries(grpc::CallbackServerCont
                     " refused_library_version=" +
                     std::to_string(response->refused_library_version()) +
                     " invalid=" + std::to_string(response->invalid()));
-  auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return FinishNow(context, status);
 }
 
 }  // namespace transposed
