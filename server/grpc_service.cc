@@ -100,20 +100,45 @@ Status GrpcTransposer::Authorize(const char* method,
   return s;
 }
 
-// One GetConfig call. Owned by shared_ptrs: its own (dropped in OnDone) and the service's
-// callback (dropped when answered or detached); `finished_` picks the one answer that is sent.
-class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
+// The life of one call, the same for every call class (CRTP over its gRPC reactor): Start makes
+// the Derived call, which keeps itself alive (self_) until gRPC's OnDone, and hands the request
+// (and gRPC's response, for a unary call) to Derived::Begin; the call counts in the daemon's
+// inflight() from construction to OnDone and gives its limiter slot back there. A Derived class
+// befriends its Call (Start reaches its constructor and Begin).
+template <typename Derived, typename Reactor>
+class GrpcTransposer::Call : public Reactor {
  public:
-  static grpc::ServerUnaryReactor* Start(GrpcTransposer* owner,
-                                         grpc::CallbackServerContext* context,
-                                         const v1::GetConfigRequest& request,
-                                         v1::Answer* response) {
-    std::shared_ptr<GetConfigCall> call(new GetConfigCall(owner, context, response));
+  template <typename Request, typename... More>
+  static Reactor* Start(GrpcTransposer* owner, grpc::CallbackServerContext* context,
+                        const Request& request, More... more) {
+    std::shared_ptr<Derived> call(new Derived(owner, context));
     call->self_ = call;
-    call->Begin(request);
+    call->Begin(request, more...);
     return call.get();
   }
 
+  void OnDone() override {
+    slot_.Release();
+    owner_->inflight_.fetch_sub(1);
+    self_.reset();  // may delete this
+  }
+
+ protected:
+  Call(GrpcTransposer* owner, grpc::CallbackServerContext* context)
+      : owner_(owner), context_(context) {
+    owner_->inflight_.fetch_add(1);
+  }
+
+  GrpcTransposer* const owner_;
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<Derived> self_;  // set in Start, dropped in OnDone
+  CallLimiter::Slot slot_;         // taken by Derived::Begin, given back by OnDone
+};
+
+// One GetConfig call. Owned by shared_ptrs: its own (dropped in OnDone) and the service's
+// callback (dropped when answered or detached); `finished_` picks the one answer that is sent.
+class GrpcTransposer::GetConfigCall : public Call<GetConfigCall, grpc::ServerUnaryReactor> {
+ public:
   void OnCancel() override {
     std::shared_ptr<TransposeService::Waiter> waiter;
     {
@@ -125,19 +150,13 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
     Complete(ClientGone());
   }
 
-  void OnDone() override {
-    slot_.Release();
-    owner_->inflight_.fetch_sub(1);
-    self_.reset();  // may delete this
-  }
 
  private:
-  GetConfigCall(GrpcTransposer* owner, grpc::CallbackServerContext* context, v1::Answer* response)
-      : owner_(owner), context_(context), response_(response) {
-    owner_->inflight_.fetch_add(1);
-  }
+  friend Call;  // Call<GetConfigCall, ...>::Start constructs the call and calls Begin
+  using Call::Call;
 
-  void Begin(const v1::GetConfigRequest& request) {
+  void Begin(const v1::GetConfigRequest& request, v1::Answer* response) {
+    response_ = response;
     problem_ = DescribeProblem(ProblemFromProto(request.problem()), request.problem());
     device_ = DescribeSelector(request.problem().device());
     const StatusOr<ConfigRequest> req = ConfigRequestFromProto(request);
@@ -185,14 +204,11 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
     Finish(ToGrpcStatus(answer.status()));
   }
 
-  GrpcTransposer* const owner_;
-  grpc::CallbackServerContext* const context_;
-  v1::Answer* const response_;  // gRPC's, valid until OnDone; written only by the finisher
-  std::shared_ptr<GetConfigCall> self_;  // set in Start, dropped in OnDone
-  std::string problem_;                  // for the note; written before any answer can come
-  std::string device_;                   // written by Begin, then only by the finisher
+  // gRPC's, valid until OnDone; set first thing in Begin, then written only by the finisher.
+  v1::Answer* response_ = nullptr;
+  std::string problem_;  // for the note; written before any answer can come
+  std::string device_;   // written by Begin, then only by the finisher
   std::atomic<bool> finished_{false};
-  CallLimiter::Slot slot_;  // taken by Begin, given back by OnDone
   Mutex mu_;
   bool cancelled_ GUARDED_BY(mu_) = false;
   std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);
@@ -203,29 +219,10 @@ class GrpcTransposer::GetConfigCall : public grpc::ServerUnaryReactor {
 // decided once and finishes the stream after everything queued before it. A client that goes
 // away (a failed write, a cancellation, a passed deadline) drops what is not written yet and
 // ends the stream CANCELLED. Every gRPC operation is started outside mu_, decided under it.
-//
-// It also owns the call's life (CRTP): Start makes the Derived call, which keeps itself alive
-// (self_) until gRPC's OnDone, and hands the request to Derived::Begin; the call counts in the
-// daemon's inflight() from construction to OnDone and gives its limiter slot back there.
+// Its life is a Call's.
 template <typename Derived, typename Msg>
-class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
+class GrpcTransposer::StreamCall : public Call<Derived, grpc::ServerWriteReactor<Msg>> {
  public:
-  template <typename Request>
-  static grpc::ServerWriteReactor<Msg>* Start(GrpcTransposer* owner,
-                                              grpc::CallbackServerContext* context,
-                                              const Request& request) {
-    std::shared_ptr<Derived> call(new Derived(owner, context));
-    call->self_ = call;
-    call->Begin(request);
-    return call.get();
-  }
-
-  void OnDone() override {
-    slot_.Release();
-    owner_->inflight_.fetch_sub(1);
-    self_.reset();  // may delete this
-  }
-
   void OnWriteDone(bool ok) override {
     if (!ok) {
       ClientLeft(/*write_done=*/true);  // the stream is broken: the client is gone
@@ -244,9 +241,7 @@ class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
 
  protected:
   StreamCall(GrpcTransposer* owner, grpc::CallbackServerContext* context)
-      : owner_(owner), context_(context) {
-    owner_->inflight_.fetch_add(1);
-  }
+      : Call<Derived, grpc::ServerWriteReactor<Msg>>(owner, context) {}
 
   // Queues a message; false (dropped) once the end is decided.
   bool Enqueue(Msg msg) EXCLUDES(mu_) {
@@ -277,11 +272,6 @@ class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
   // Leaves the call's note for the log line; called once, right before the stream finishes,
   // without mu_ held. `written`: messages written.
   virtual void OnFinishing(int written) = 0;
-
-  GrpcTransposer* const owner_;
-  grpc::CallbackServerContext* const context_;
-  std::shared_ptr<Derived> self_;  // set in Start, dropped in OnDone
-  CallLimiter::Slot slot_;         // taken by Derived::Begin, given back by OnDone
 
  private:
   // Drops what is not written yet (the write in flight stays until OnWriteDone) and ends the
@@ -337,9 +327,8 @@ class GrpcTransposer::StreamCall : public grpc::ServerWriteReactor<Msg> {
 // come; the answer or the error ends the stream after them.
 class GrpcTransposer::TuneCall : public StreamCall<TuneCall, v1::TuneProgress> {
  private:
-  using Base = StreamCall<TuneCall, v1::TuneProgress>;
-  friend Base;  // Start constructs the call and calls Begin
-  using Base::Base;
+  friend Call;  // Call<TuneCall, ...>::Start constructs the call and calls Begin
+  using StreamCall::StreamCall;
 
   void Begin(const v1::TuneRequest& request) {
     problem_ = DescribeProblem(ProblemFromProto(request.problem()), request.problem());
@@ -440,9 +429,8 @@ class GrpcTransposer::TuneCall : public StreamCall<TuneCall, v1::TuneProgress> {
 // and is stored, as elsewhere) and the problems not started yet are dropped.
 class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneManyProgress> {
  private:
-  using Base = StreamCall<TuneManyCall, v1::TuneManyProgress>;
-  friend Base;  // Start constructs the call and calls Begin
-  using Base::Base;
+  friend Call;  // Call<TuneManyCall, ...>::Start constructs the call and calls Begin
+  using StreamCall::StreamCall;
 
   struct Item {
     Problem problem;

@@ -82,6 +82,8 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   int inflight() const { return inflight_.load(); }
 
  private:
+  template <typename Derived, typename Reactor>
+  class Call;
   template <typename Derived, typename Msg>
   class StreamCall;
   class GetConfigCall;
