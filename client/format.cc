@@ -117,6 +117,8 @@ Json ProblemToJson(const v1::Problem& problem) {
   j["dtype"] = problem.dtype();
   j["ld_in"] = problem.ld_in();
   j["ld_out"] = problem.ld_out();
+  // The enum value's name, as protobuf's JSON printer writes it ("EXACTNESS_BIT").
+  j["exactness"] = v1::Exactness_Name(problem.exactness());
   return j;
 }
 
@@ -235,6 +237,7 @@ std::string ProblemLabel(const v1::Problem& p) {
   s += std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " " + p.dtype();
   if (p.ld_in()) s += " ld_in=" + std::to_string(p.ld_in());
   if (p.ld_out()) s += " ld_out=" + std::to_string(p.ld_out());
+  if (p.exactness() == v1::EXACTNESS_VALUE) s += " value-exact";
   return s;
 }
 

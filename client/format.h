@@ -26,7 +26,7 @@ nlohmann::ordered_json MeasurementToJson(const v1::Measurement& measurement);
 nlohmann::ordered_json CandidateToJson(const v1::CandidateResult& candidate);
 // One object with: variant (name), params, backend, gbps, ceiling_gbps, ratio, rel_spread,
 // source, device {index, name, uuid, backend, fingerprint, memory_bytes, library_version},
-// problem {rows, cols, batch, dtype, ld_in, ld_out}, tuned_at (ISO-8601 UTC), tuned_at_unix_ms,
+// problem {rows, cols, batch, dtype, ld_in, ld_out, exactness}, tuned_at (ISO-8601 UTC), tuned_at_unix_ms,
 // candidates_tried, candidates_valid, tune_seconds, measurement, ceiling.
 nlohmann::ordered_json AnswerToJson(const v1::Answer& answer);
 // An entry: the answer's fields, plus "candidates" (an array) when the entry has any.
@@ -37,7 +37,7 @@ nlohmann::ordered_json ProgressToJson(const v1::TuneProgress& progress);
 
 // "tile32x32.rows8.vec16" style name; "(none)" when empty.
 std::string VariantLabel(const v1::Variant& variant);
-// "4096x4096 f32" style, batch and strides only when set.
+// "4096x4096 f32" style, batch and strides only when set, " value-exact" for EXACTNESS_VALUE.
 std::string ProblemLabel(const v1::Problem& problem);
 
 // A readable key/value table of an answer (one "key: value" line each, aligned).

@@ -86,6 +86,7 @@ struct ProblemFlags {
   int64_t ld_in = 0;
   int64_t ld_out = 0;
   std::string device;
+  bool value_exact = false;
   CLI::Option* batch_opt = nullptr;
   CLI::Option* device_opt = nullptr;
 };
@@ -112,6 +113,9 @@ void AddProblemFlags(CLI::App* cmd, ProblemFlags* f, bool required = true) {
   cmd->add_option("--ld-in", f->ld_in, "Input row stride in elements (0: dense)");
   cmd->add_option("--ld-out", f->ld_out, "Output row stride in elements (0: dense)");
   f->device_opt = cmd->add_option("--device", f->device, "Device index or UUID (default 0)");
+  cmd->add_flag("--value-exact", f->value_exact,
+                "Accept an answer that may change NaN payloads (every other element bit-exact): "
+                "admits cuBLAS geam for f32/f64; cached apart from the bit-exact answer");
 }
 
 void AddFilterFlags(CLI::App* cmd, FilterFlags* f) {
@@ -136,6 +140,7 @@ v1::Problem BuildProblem(const ProblemFlags& f) {
   p.set_ld_in(f.ld_in);
   p.set_ld_out(f.ld_out);
   if (f.device_opt->count() > 0) *p.mutable_device() = DeviceFromString(f.device);
+  if (f.value_exact) p.set_exactness(v1::EXACTNESS_VALUE);
   return p;
 }
 
@@ -211,9 +216,10 @@ StatusOr<v1::Problem> ParseProblemLine(const std::string& line) {
 // kMaxTuneManyProblems: the daemon skips the cached ones and tunes the others one after the
 // other (joining a tune of the same problem in flight); with --force it re-tunes them all
 // (admin). A progress bar on a terminal (stderr); with --json one transposed.v1.Answer per
-// problem on stdout (protobuf's JSON printer). Exit 1 if any problem failed.
+// problem on stdout (protobuf's JSON printer). With --value-exact, every problem of the file asks
+// for value-exact answers (a JSON line may also set "exactness"). Exit 1 if any problem failed.
 int RunTuneFrom(Client& client, const Globals& g, const std::string& path, double budget,
-                bool exhaustive, bool force) {
+                bool exhaustive, bool force, bool value_exact) {
   std::ifstream file;
   if (path != "-") {
     file.open(path);
@@ -240,6 +246,7 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
       continue;
     }
     if (problems.size() >= 100000) return Usage("--from: more than 100000 problems");
+    if (value_exact) p->set_exactness(v1::EXACTNESS_VALUE);
     problems.push_back({number, std::move(p).value()});
   }
   if (errors > 0) return 2;
@@ -248,7 +255,8 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
   json.preserve_proto_field_names = true;
   auto label = [](const v1::Problem& p) {
     return std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " " + p.dtype() +
-           (p.has_batch() ? " batch " + std::to_string(p.batch()) : "");
+           (p.has_batch() ? " batch " + std::to_string(p.batch()) : "") +
+           (p.exactness() == v1::EXACTNESS_VALUE ? " value-exact" : "");
   };
   size_t answered = 0;
   int tuned = 0, cached = 0, failed = 0;
@@ -797,7 +805,7 @@ int Main(int argc, char** argv) {
     return RunGet(c, g, get_flags,
                   cache_only ? v1::CACHE_ONLY : answer_now ? v1::ANSWER_NOW : v1::TUNE_IF_MISSING);
   if (tune->parsed() && !tune_from.empty())
-    return RunTuneFrom(c, g, tune_from, budget, exhaustive, force);
+    return RunTuneFrom(c, g, tune_from, budget, exhaustive, force, tune_flags.value_exact);
   if (tune->parsed() && force)
     return Usage("tune: --force goes with --from (a single tune always re-tunes)");
   if (tune->parsed()) {

@@ -314,6 +314,37 @@ TEST_F(DaemonTest, MissTunesThenHitsCache) {
   EXPECT_EQ(TuneStarts(Problem{96, 160, 1, DType::kF32}.Key()), 1) << ReadFile(log_);
 }
 
+// --value-exact: its own tune and cache entry, shown in get --json and list.
+TEST_F(DaemonTest, ValueExactIsItsOwnEntry) {
+  const std::vector<std::string> problem = {"--rows", "80", "--cols", "112", "--dtype", "f64"};
+  std::vector<std::string> value = problem;
+  value.push_back("--value-exact");
+  Json bit = GetJson(problem);
+  EXPECT_EQ(bit["problem"]["exactness"], "EXACTNESS_BIT") << bit.dump();
+  Json first = GetJson(value);
+  EXPECT_EQ(first["source"], "tuned") << first.dump();
+  EXPECT_EQ(first["problem"]["exactness"], "EXACTNESS_VALUE") << first.dump();
+  Json second = GetJson(value);
+  EXPECT_EQ(second["source"], "cache") << second.dump();
+  EXPECT_EQ(second["problem"]["exactness"], "EXACTNESS_VALUE") << second.dump();
+  CtlResult list = Ctl({"list", "--rows", "80", "--cols", "112"});
+  ASSERT_EQ(list.exit_code, 0) << list.Describe();
+  auto count = [&](const std::string& needle) {
+    int n = 0;
+    for (size_t pos = list.out.find(needle); pos != std::string::npos;
+         pos = list.out.find(needle, pos + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("80x112 f64"), 2) << list.out;
+  EXPECT_EQ(count("80x112 f64 value-exact"), 1) << list.out;
+  StopDaemon();
+  Problem p{80, 112, 1, DType::kF64};
+  EXPECT_EQ(TuneStarts(p.Key()), 1) << ReadFile(log_);
+  p.exactness = Exactness::kValue;
+  EXPECT_EQ(TuneStarts(p.Key()), 1) << ReadFile(log_);
+}
+
 // (b) A restart on the same database keeps the cache.
 TEST_F(DaemonTest, RestartKeepsCache) {
   const std::vector<std::string> problem = {"--rows", "72", "--cols", "136", "--dtype", "f64"};

@@ -90,6 +90,16 @@ const std::vector<DType>& AllDTypes() {
   return all;
 }
 
+std::string_view ExactnessName(Exactness e) { return e == Exactness::kValue ? "value" : "bit"; }
+
+std::optional<Exactness> ParseExactness(std::string_view name) {
+  if (name == "bit") return Exactness::kBit;
+  if (name == "value") return Exactness::kValue;
+  return std::nullopt;
+}
+
+bool ValueExactMatters(DType t) { return t == DType::kF32 || t == DType::kF64; }
+
 int64_t Problem::in_alloc_bytes() const {
   // Last row of the last matrix needs only `cols` elements.
   return ((batch * rows - 1) * in_ld() + cols) * elem_size();
@@ -103,6 +113,7 @@ Problem Problem::Normalized() const {
   Problem p = *this;
   if (p.ld_in == p.cols) p.ld_in = 0;
   if (p.ld_out == p.rows) p.ld_out = 0;
+  if (!ValueExactMatters(p.dtype)) p.exactness = Exactness::kBit;
   return p;
 }
 
@@ -110,7 +121,7 @@ std::string Problem::Key() const {
   Problem n = Normalized();
   return std::to_string(n.rows) + "x" + std::to_string(n.cols) + ".b" + std::to_string(n.batch) +
          "." + std::string(DTypeName(n.dtype)) + ".ldi" + std::to_string(n.ld_in) + ".ldo" +
-         std::to_string(n.ld_out);
+         std::to_string(n.ld_out) + (n.exactness == Exactness::kValue ? ".value" : "");
 }
 
 std::string Problem::ToString() const {
@@ -120,13 +131,14 @@ std::string Problem::ToString() const {
   s += std::to_string(n.rows) + "x" + std::to_string(n.cols) + " " + std::string(DTypeName(n.dtype));
   if (n.ld_in) s += " ld_in=" + std::to_string(n.ld_in);
   if (n.ld_out) s += " ld_out=" + std::to_string(n.ld_out);
+  if (n.exactness == Exactness::kValue) s += " value-exact";
   return s;
 }
 
 bool Problem::operator==(const Problem& o) const {
   Problem a = Normalized(), b = o.Normalized();
   return a.rows == b.rows && a.cols == b.cols && a.batch == b.batch && a.dtype == b.dtype &&
-         a.ld_in == b.ld_in && a.ld_out == b.ld_out;
+         a.ld_in == b.ld_in && a.ld_out == b.ld_out && a.exactness == b.exactness;
 }
 
 Status ValidateProblem(const Problem& p, uint64_t device_memory_bytes) {
@@ -139,6 +151,10 @@ Status ValidateProblem(const Problem& p, uint64_t device_memory_bytes) {
   TR_RETURN_IF_ERROR(positive("cols", p.cols));
   TR_RETURN_IF_ERROR(positive("batch", p.batch));
   if (DTypeSize(p.dtype) == 0) return Status::InvalidArgument("dtype: unknown element type");
+  if (p.exactness != Exactness::kBit && p.exactness != Exactness::kValue)
+    return Status::InvalidArgument("exactness: unknown value " +
+                                   std::to_string(static_cast<int>(p.exactness)) +
+                                   " (expected bit or value)");
   if (p.ld_in != 0 && p.ld_in < p.cols)
     return Status::InvalidArgument("ld_in: must be 0 (dense) or >= cols (" + std::to_string(p.cols) +
                                    "), got " + std::to_string(p.ld_in));

@@ -5,7 +5,8 @@
 // matrix (ld_in >= cols, 0 means dense = cols); output row j starts at j * ld_out (ld_out >= rows,
 // 0 means dense = rows). Matrix b of the input starts at b * rows * ld_in, of the output at
 // b * cols * ld_out. Only the element size matters to the kernels; the dtype is kept for the
-// cache key and for humans. Plain value type; thread-compatible.
+// cache key and for humans. `exactness` says what the output must preserve (see Exactness).
+// Plain value type; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,22 @@ std::optional<DType> ParseDType(std::string_view name);
 // Bytes per element: 1, 2, 4, 8 or 16.
 int DTypeSize(DType t);
 const std::vector<DType>& AllDTypes();
+
+// What a transpose's output must preserve of its input.
+//   kBit    every output byte equals the input byte it comes from (the default).
+//   kValue  every element that is not a NaN is bit-identical; a NaN stays a NaN but its payload
+//           and its signaling bit may change. This admits members that compute 1.0 * a (cuBLAS
+//           geam, kernels/config.h canonicalizes_nan()), which may be faster.
+// Only dtypes with such a member tell the two apart (ValueExactMatters); for every other dtype a
+// value-exact problem is the same problem as the bit-exact one (Normalized(), Key()).
+enum class Exactness { kBit = 0, kValue = 1 };
+// "bit", "value".
+std::string_view ExactnessName(Exactness e);
+// Inverse of ExactnessName (exact spelling).
+std::optional<Exactness> ParseExactness(std::string_view name);
+// Whether kValue differs from kBit for a dtype: f32 and f64, the dtypes of the family's members
+// that canonicalize NaNs (cublas.geam). Integer, complex and 16-bit dtypes: false.
+bool ValueExactMatters(DType t);
 // The one dtype that stands for an element size where only the size matters (tests, benchmark
 // draws): 1 u8, 2 bf16, 4 f32, 8 f64, 16 c128; nullopt for any other size.
 std::optional<DType> DTypeOfSize(int bytes);
@@ -38,6 +55,7 @@ struct Problem {
   DType dtype = DType::kF32;
   int64_t ld_in = 0;   // 0: dense (cols)
   int64_t ld_out = 0;  // 0: dense (rows)
+  Exactness exactness = Exactness::kBit;
 
   int elem_size() const { return DTypeSize(dtype); }
   int64_t in_ld() const { return ld_in ? ld_in : cols; }
@@ -50,11 +68,13 @@ struct Problem {
   int64_t out_alloc_bytes() const;
   bool dense() const { return in_ld() == cols && out_ld() == rows; }
 
-  // Dense leading dimensions written as 0, so that equivalent problems share a cache key.
+  // Dense leading dimensions written as 0 and kValue as kBit where the dtype does not tell them
+  // apart (ValueExactMatters), so that equivalent problems share a cache key.
   Problem Normalized() const;
-  // Stable cache key, e.g. "4096x4096.b1.f32.ldi0.ldo0" (of the normalized problem).
+  // Stable cache key, e.g. "4096x4096.b1.f32.ldi0.ldo0" (of the normalized problem); a value-exact
+  // problem ends in ".value" ("4096x4096.b1.f32.ldi0.ldo0.value"), so it is cached apart.
   std::string Key() const;
-  // Human-readable, e.g. "4096x4096 f32" or "256x512x384 f16 ld_in=400".
+  // Human-readable, e.g. "4096x4096 f32", "256x512x384 f16 ld_in=400", "4097x3001 f32 value-exact".
   std::string ToString() const;
 
   bool operator==(const Problem& o) const;

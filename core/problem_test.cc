@@ -32,6 +32,40 @@ TEST(DType, NamesRoundTripAndSizes) {
   EXPECT_FALSE(ParseDType("").has_value());
 }
 
+TEST(Exactness, NamesRoundTrip) {
+  for (Exactness e : {Exactness::kBit, Exactness::kValue})
+    EXPECT_EQ(ParseExactness(ExactnessName(e)), e);
+  EXPECT_FALSE(ParseExactness("VALUE").has_value());
+  EXPECT_FALSE(ParseExactness("").has_value());
+}
+
+TEST(Exactness, ValueExactIsItsOwnKeyOnlyWhereItMatters) {
+  for (DType t : AllDTypes()) {
+    Problem bit = P(4097, 3001, t);
+    Problem value = bit;
+    value.exactness = Exactness::kValue;
+    const bool matters = t == DType::kF32 || t == DType::kF64;
+    EXPECT_EQ(ValueExactMatters(t), matters) << DTypeName(t);
+    EXPECT_EQ(bit.Key() != value.Key(), matters) << DTypeName(t);
+    EXPECT_EQ(bit == value, !matters) << DTypeName(t);
+    EXPECT_EQ(value.Normalized().exactness, matters ? Exactness::kValue : Exactness::kBit);
+    EXPECT_EQ(value.ToString(), bit.ToString() + (matters ? " value-exact" : ""));
+  }
+  Problem v = P(4096, 4096);
+  v.exactness = Exactness::kValue;
+  // Bit-exact keys are those of before the field existed (stored databases keep their keys).
+  EXPECT_EQ(P(4096, 4096).Key(), "4096x4096.b1.f32.ldi0.ldo0");
+  EXPECT_EQ(v.Key(), "4096x4096.b1.f32.ldi0.ldo0.value");
+}
+
+TEST(Exactness, UnknownValueIsRefusedNamingTheField) {
+  Problem p = P(8, 8);
+  p.exactness = static_cast<Exactness>(7);
+  Status s = ValidateProblem(p);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("exactness"), std::string::npos) << s.message();
+}
+
 TEST(DType, OneDTypePerElementSize) {
   // Every size some dtype has maps to a dtype of that size, the documented one.
   for (DType t : AllDTypes()) {

@@ -366,6 +366,14 @@ std::vector<TransposeConfig> EnumerateConfigs(const Problem& p) {
   return out;
 }
 
+std::vector<TransposeConfig> CandidateConfigs(const Problem& p) {
+  const Exactness e = p.Normalized().exactness;
+  std::vector<TransposeConfig> out;
+  for (const TransposeConfig& c : EnumerateConfigs(p))
+    if (c.meets(e)) out.push_back(c);
+  return out;
+}
+
 TransposeConfig NaiveConfig() { return MakeNaive(); }
 TransposeConfig TextbookTileConfig() { return MakeTile(32, 32, 8, 0, 0, 0); }
 TransposeConfig TextbookPaddedTileConfig() { return MakeTile(32, 32, 8, 0, 1, 0); }

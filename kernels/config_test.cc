@@ -280,5 +280,34 @@ TEST(TransposeConfig, CublasGeamIsAVendorMember) {
   EXPECT_TRUE(CheckConfig(*g, P(300, 200, 8, 1, 203, 301)).ok());
 }
 
+TEST(CandidateConfigs, VendorMembersThatCanonicalizeNaNsOnlyForValueExactProblems) {
+  const TransposeConfig geam = *TransposeConfig::FromName("cublas.geam");
+  EXPECT_FALSE(geam.meets(Exactness::kBit));
+  EXPECT_TRUE(geam.meets(Exactness::kValue));
+  EXPECT_TRUE(TextbookTileConfig().meets(Exactness::kBit));
+  for (int e : kSizes) {
+    Problem bit = P(1000, 999, e);
+    Problem value = bit;
+    value.exactness = Exactness::kValue;
+    const auto b = CandidateConfigs(bit);
+    const auto v = CandidateConfigs(value);
+    for (const TransposeConfig& c : b) EXPECT_FALSE(c.canonicalizes_nan()) << c.Name();
+    const bool has_geam = std::find(v.begin(), v.end(), geam) != v.end();
+    EXPECT_EQ(has_geam, e == 4 || e == 8) << e;
+    // Value-exact adds exactly the canonicalizing members, in the family's order.
+    std::vector<TransposeConfig> v_less_vendor;
+    for (const TransposeConfig& c : v)
+      if (!c.canonicalizes_nan()) v_less_vendor.push_back(c);
+    EXPECT_EQ(v_less_vendor, b) << e;
+    EXPECT_EQ(v.size(), b.size() + (has_geam ? 1 : 0)) << e;
+  }
+  // An integer dtype of 4 bytes: nothing to add (its value-exact problem is the bit-exact one).
+  Problem i32 = P(1000, 999, 4);
+  i32.dtype = DType::kI32;
+  Problem i32_value = i32;
+  i32_value.exactness = Exactness::kValue;
+  EXPECT_EQ(CandidateConfigs(i32_value), CandidateConfigs(i32));
+}
+
 }  // namespace
 }  // namespace transposed::kernels

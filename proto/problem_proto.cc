@@ -47,6 +47,20 @@ StatusOr<Problem> ProblemFromProto(const v1::Problem& p) {
                                    std::to_string(p.ld_out()));
   out.ld_in = p.ld_in();
   out.ld_out = p.ld_out();
+  switch (p.exactness()) {
+    case v1::EXACTNESS_BIT:
+      out.exactness = Exactness::kBit;
+      break;
+    case v1::EXACTNESS_VALUE:
+      out.exactness = Exactness::kValue;
+      break;
+    default:
+      return Status::InvalidArgument("problem.exactness: unknown value " +
+                                     std::to_string(p.exactness()) +
+                                     " (expected EXACTNESS_BIT or EXACTNESS_VALUE)");
+  }
+  // Where the dtype does not tell them apart, value-exact is the bit-exact problem.
+  out.exactness = out.Normalized().exactness;
   return out;
 }
 
@@ -58,6 +72,8 @@ v1::Problem ProblemToProto(const Problem& p) {
   out.set_dtype(std::string(DTypeName(p.dtype)));
   out.set_ld_in(p.ld_in);
   out.set_ld_out(p.ld_out);
+  out.set_exactness(p.Normalized().exactness == Exactness::kValue ? v1::EXACTNESS_VALUE
+                                                                  : v1::EXACTNESS_BIT);
   return out;
 }
 

@@ -27,10 +27,13 @@ std::string DTypeNameList();
 StatusOr<DType> ParseDTypeField(const std::string& name, const std::string& field);
 // proto Problem -> core Problem: strings longer than kMaxFieldBytes (core/text.h) ->
 // INVALID_ARGUMENT naming the field (dtype, device.uuid); batch unset -> 1, set to <= 0 -> INVALID_ARGUMENT
-// "problem.batch: ..."; negative leading dimensions -> "problem.ld_in/ld_out: ...". The device
+// "problem.batch: ..."; negative leading dimensions -> "problem.ld_in/ld_out: ..."; an exactness
+// outside the enum -> "problem.exactness: ...". EXACTNESS_VALUE of a dtype without value-exact
+// members (ValueExactMatters) reads as kBit: the same problem, one cache entry. The device
 // selector is not part of the core problem.
 StatusOr<Problem> ProblemFromProto(const v1::Problem& p);
-// core Problem -> proto Problem (batch always set; device selector left unset).
+// core Problem -> proto Problem (batch always set; exactness normalized; device selector left
+// unset).
 v1::Problem ProblemToProto(const Problem& p);
 
 }  // namespace transposed

@@ -36,7 +36,11 @@ std::optional<size_t> NearestEntry(const Problem& p, const std::vector<TuneResul
                                    const std::vector<Candidate>& valid) {
   std::optional<size_t> best;
   double best_d = std::numeric_limits<double>::infinity();
+  const bool bit_exact = p.Normalized().exactness == Exactness::kBit;
   for (size_t i = 0; i < stored.size(); ++i) {
+    // A value-exact entry's winner is never an answer to a bit-exact problem (a bit-exact one is
+    // an answer to either).
+    if (bit_exact && stored[i].problem.Normalized().exactness != Exactness::kBit) continue;
     const double d = ShapeDistance(p, stored[i].problem);
     if (!(d < best_d)) continue;
     const std::string& name = stored[i].best.name;

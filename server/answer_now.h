@@ -33,7 +33,8 @@ std::string ShapeClass(const Problem& p);
 // Distance as above; infinity for different element sizes or shape classes.
 double ShapeDistance(const Problem& a, const Problem& b);
 
-// Index into `stored` of the nearest result whose winner is among `valid` (by name), if any.
+// Index into `stored` of the nearest result whose winner is among `valid` (by name), if any. A
+// value-exact entry is never picked for a bit-exact problem.
 std::optional<size_t> NearestEntry(const Problem& p, const std::vector<TuneResult>& stored,
                                    const std::vector<Candidate>& valid);
 

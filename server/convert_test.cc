@@ -102,6 +102,41 @@ TEST(ConvertTest, ProblemFromProtoErrorsNameTheField) {
   EXPECT_EQ(r.status().message().rfind("problem.ld_out:", 0), 0u) << r.status().message();
 }
 
+TEST(ConvertTest, ProblemExactnessIsReadNormalizedAndValidated) {
+  v1::Problem p;
+  p.set_rows(4097);
+  p.set_cols(3001);
+  p.set_dtype("f32");
+  auto bit = ProblemFromProto(p);
+  ASSERT_TRUE(bit.ok());
+  EXPECT_EQ(bit->exactness, Exactness::kBit);  // unset
+
+  p.set_exactness(v1::EXACTNESS_VALUE);
+  auto value = ProblemFromProto(p);
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(value->exactness, Exactness::kValue);
+  EXPECT_NE(value->Key(), bit->Key());
+  EXPECT_EQ(ProblemToProto(*value).exactness(), v1::EXACTNESS_VALUE);
+  EXPECT_EQ(ProblemToProto(*bit).exactness(), v1::EXACTNESS_BIT);
+
+  // No member of an integer, complex or 16-bit dtype tells the two apart: the same problem.
+  for (const char* dtype : {"i32", "u8", "f16", "bf16", "c64", "c128", "i64"}) {
+    p.set_dtype(dtype);
+    auto q = ProblemFromProto(p);
+    ASSERT_TRUE(q.ok()) << dtype;
+    EXPECT_EQ(q->exactness, Exactness::kBit) << dtype;
+    EXPECT_EQ(ProblemToProto(*q).exactness(), v1::EXACTNESS_BIT) << dtype;
+  }
+
+  p.set_dtype("f64");
+  p.set_exactness(static_cast<v1::Exactness>(5));  // proto3 keeps unknown enum numbers
+  auto r = ProblemFromProto(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message().rfind("problem.exactness: unknown value 5", 0), 0u)
+      << r.status().message();
+}
+
 TEST(ConvertTest, DeviceSelector) {
   v1::DeviceSelector s;
   DeviceRef r = DeviceRefFromProto(s);

@@ -579,7 +579,12 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
     std::optional<TuneResult> from_peer;
     if (!job->forced && options_.peer_lookup) {
       from_peer = options_.peer_lookup(devices_[device], job->problem);
-      if (from_peer && ClassOf(from_peer->device).key != classes_[device]) from_peer.reset();
+      // Only an answer for this very problem (its exactness included: a peer that predates
+      // value-exact answers its bit-exact entry) and this device class.
+      if (from_peer && (ClassOf(from_peer->device).key != classes_[device] ||
+                        !(from_peer->problem == job->problem))) {
+        from_peer.reset();
+      }
     }
     if (from_peer) {
       from_peer->origin = Origin::kPeer;

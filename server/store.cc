@@ -107,6 +107,12 @@ CREATE INDEX devices_device_class ON devices(device_class);
 ALTER TABLE entries ADD COLUMN origin TEXT NOT NULL DEFAULT 'tuned';
 PRAGMA user_version = 2;
 )sql",
+    // 2 -> 3: value-exact problems (core/problem.h Exactness). Every entry of an older file was
+    // tuned bit-exact, and its problem_key (Problem::Key() of a bit-exact problem) is unchanged.
+    R"sql(
+ALTER TABLE entries ADD COLUMN exactness TEXT NOT NULL DEFAULT 'bit';
+PRAGMA user_version = 3;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVersion,
               "one migration step per schema version");
@@ -115,8 +121,8 @@ constexpr int kBusyTimeoutMs = 5000;
 // Reads wait at most this long for a lock (in WAL mode only a checkpoint or an exclusive lock
 // held elsewhere makes them wait at all); then UNAVAILABLE.
 constexpr int kReadBusyTimeoutMs = 250;
-#define TRANSPOSED_SCHEMA_VERSION_TEXT "2"
-static_assert(Store::kSchemaVersion == 2, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
+#define TRANSPOSED_SCHEMA_VERSION_TEXT "3"
+static_assert(Store::kSchemaVersion == 3, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -257,6 +263,7 @@ Status ToSql(Stmt& st, int i, bool v) { return st.Bind(i, v ? 1 : 0); }
 Status ToSql(Stmt& st, int i, DType v) { return st.Bind(i, std::string(DTypeName(v))); }
 Status ToSql(Stmt& st, int i, Phase v) { return st.Bind(i, std::string(PhaseName(v))); }
 Status ToSql(Stmt& st, int i, Origin v) { return st.Bind(i, std::string(OriginName(v))); }
+Status ToSql(Stmt& st, int i, Exactness v) { return st.Bind(i, std::string(ExactnessName(v))); }
 Status ToSql(Stmt& st, int i, const std::optional<double>& v) {
   return v ? st.Bind(i, *v) : st.BindNull(i);
 }
@@ -381,6 +388,13 @@ Status FromSql(const Stmt& st, int i, Origin* v) {
   const std::string text = st.Text(i);
   auto parsed = ParseOrigin(text);
   if (!parsed) return Status::Internal("unknown origin '" + text + "'");
+  *v = *parsed;
+  return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, Exactness* v) {
+  const std::string text = st.Text(i);
+  auto parsed = ParseExactness(text);
+  if (!parsed) return Status::Internal("unknown exactness '" + text + "'");
   *v = *parsed;
   return Status::OK();
 }
@@ -514,6 +528,11 @@ const std::vector<Column<TuneResult>>& EntryColumns() {
     c->push_back(
         FieldColumn<T>("tuned_at_unix_ms", [](auto& r) -> auto& { return r.tuned_at_unix_ms; }));
     c->push_back(FieldColumn<T>("origin", [](auto& r) -> auto& { return r.origin; }));
+    // Normalized, as in problem_key: value-exact only where the dtype tells it apart.
+    c->push_back(Column<T>{
+        "exactness",
+        [](Stmt& st, int i, const T& r) { return ToSql(st, i, r.problem.Normalized().exactness); },
+        [](const Stmt& st, int i, T& r) { return FromSql(st, i, &r.problem.exactness); }});
     return c;
   }();
   return *cols;

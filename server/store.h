@@ -50,7 +50,7 @@ struct EntryCursor {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating if needed) and migrates the database at `path`. ":memory:" works for tests.
   // FAILED_PRECONDITION if the file's schema is newer than this build knows. A file restored

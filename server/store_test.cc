@@ -221,7 +221,7 @@ TEST_F(StoreTest, OpenCreatesSchemaWithUserVersionAndWal) {
   ASSERT_NE(store, nullptr);
   RawDb raw(path_);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
-  EXPECT_EQ(Store::kSchemaVersion, 2);
+  EXPECT_EQ(Store::kSchemaVersion, 3);
   EXPECT_EQ(raw.Text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                     "('devices', 'entries', 'candidates')"),
@@ -382,13 +382,14 @@ TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
     // Back to schema version 1, as an older build left it.
     RawDb raw(path_);
     raw.Exec("DROP INDEX devices_device_class; ALTER TABLE devices DROP COLUMN device_class; "
-             "ALTER TABLE entries DROP COLUMN origin; PRAGMA user_version = 1;");
+             "ALTER TABLE entries DROP COLUMN origin; ALTER TABLE entries DROP COLUMN exactness; "
+             "PRAGMA user_version = 1;");
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   {
     RawDb raw(path_);
-    EXPECT_EQ(raw.Int("PRAGMA user_version"), 2);
+    EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
     EXPECT_EQ(raw.Text("SELECT device_class FROM devices"), ClassOf(MakeDevice("GPU-old")).key);
     EXPECT_EQ(raw.Text("SELECT origin FROM entries"), "tuned");
   }
@@ -396,6 +397,74 @@ TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
   auto hit = store->LookupByClass(ClassOf(MakeDevice("GPU-new")).key, p);
   ASSERT_TRUE(hit.ok() && hit->has_value());
   EXPECT_EQ((*hit)->best.name, "v.old");
+}
+
+TEST_F(StoreTest, MigratesAVersion2DatabaseToExactness) {
+  const Problem p = MakeProblem(512, 256);
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-old"), p, "v.old", 1000)).ok());
+  }
+  {
+    // Back to schema version 2, as the previous build left it.
+    RawDb raw(path_);
+    raw.Exec("ALTER TABLE entries DROP COLUMN exactness; PRAGMA user_version = 2;");
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  {
+    RawDb raw(path_);
+    EXPECT_EQ(raw.Int("PRAGMA user_version"), 3);
+    EXPECT_EQ(raw.Text("SELECT exactness FROM entries"), "bit");
+  }
+  // The old entry answers the bit-exact problem, and only it.
+  auto hit = store->Lookup(MakeDevice("GPU-old").Fingerprint(), p);
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->best.name, "v.old");
+  EXPECT_EQ((*hit)->problem.exactness, Exactness::kBit);
+  Problem value = p;
+  value.exactness = Exactness::kValue;
+  hit = store->LookupByClass(ClassOf(MakeDevice("GPU-old")).key, value);
+  ASSERT_TRUE(hit.ok());
+  EXPECT_FALSE(hit->has_value());
+}
+
+TEST_F(StoreTest, BitExactAndValueExactProblemsAreSeparateEntries) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const DeviceInfo dev = MakeDevice("GPU-1");
+  Problem bit = MakeProblem(4097, 3001);
+  bit.dtype = DType::kF32;
+  Problem value = bit;
+  value.exactness = Exactness::kValue;
+  ASSERT_TRUE(store->SaveTune(MakeResult(dev, bit, "v.bit", 1000)).ok());
+  ASSERT_TRUE(store->SaveTune(MakeResult(dev, value, "cublas.geam", 2000)).ok());
+  auto b = store->Lookup(dev.Fingerprint(), bit);
+  auto v = store->Lookup(dev.Fingerprint(), value);
+  ASSERT_TRUE(b.ok() && b->has_value() && v.ok() && v->has_value());
+  EXPECT_EQ((*b)->best.name, "v.bit");
+  EXPECT_EQ((*b)->problem.exactness, Exactness::kBit);
+  EXPECT_EQ((*v)->best.name, "cublas.geam");
+  EXPECT_EQ((*v)->problem.exactness, Exactness::kValue);
+  auto by_class = store->LookupByClass(ClassOf(dev).key, bit);
+  ASSERT_TRUE(by_class.ok() && by_class->has_value());
+  EXPECT_EQ((*by_class)->best.name, "v.bit");
+  auto all = store->List(StoreFilter());
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+  // Where the dtype does not tell them apart, value-exact is the same entry (stored as "bit").
+  Problem i32 = bit;
+  i32.dtype = DType::kI32;
+  i32.exactness = Exactness::kValue;
+  ASSERT_TRUE(store->SaveTune(MakeResult(dev, i32, "v.i32", 3000)).ok());
+  Problem i32_bit = i32;
+  i32_bit.exactness = Exactness::kBit;
+  auto i = store->Lookup(dev.Fingerprint(), i32_bit);
+  ASSERT_TRUE(i.ok() && i->has_value());
+  EXPECT_EQ((*i)->problem.exactness, Exactness::kBit);
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Int("SELECT count(*) FROM entries WHERE exactness = 'value'"), 1);
 }
 
 TEST_F(StoreTest, SaveThenLookupRoundTripsEveryField) {

@@ -26,6 +26,26 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(b.source, pb.SOURCE_CACHE)
         self.assertEqual(b.variant.name, a.variant.name)
 
+    def test_value_exact_is_tuned_and_cached_apart(self):
+        bit = self.c.get_config(88, 72, "f64")
+        self.assertEqual(bit.problem.exactness, pb.EXACTNESS_BIT)
+        # Not served from the bit-exact entry: a tune of its own, then its own cache entry.
+        value = self.c.get_config(88, 72, "f64", value_exact=True)
+        self.assertEqual(value.source, pb.SOURCE_TUNED)
+        self.assertEqual(value.problem.exactness, pb.EXACTNESS_VALUE)
+        again = self.c.get_config(88, 72, "f64", value_exact=True, policy="cache_only")
+        self.assertEqual(again.source, pb.SOURCE_CACHE)
+        self.assertEqual(again.problem.exactness, pb.EXACTNESS_VALUE)
+        self.assertEqual(self.c.get_config(88, 72, "f64", policy="cache_only").problem.exactness,
+                         pb.EXACTNESS_BIT)
+        kinds = sorted(e.answer.problem.exactness for e in self.c.list(rows=88, cols=72))
+        self.assertEqual(kinds, [pb.EXACTNESS_BIT, pb.EXACTNESS_VALUE])
+        # An integer dtype has no value-exact member: the same entry, no second tune.
+        self.c.get_config(88, 72, "i32")
+        same = self.c.get_config(88, 72, "i32", value_exact=True, policy="cache_only")
+        self.assertEqual(same.source, pb.SOURCE_CACHE)
+        self.assertEqual(same.problem.exactness, pb.EXACTNESS_BIT)
+
     def test_cache_only_miss_is_not_found(self):
         with self.assertRaises(transposed.Error) as e:
             self.c.get_config(33, 17, "i16", policy="cache_only")

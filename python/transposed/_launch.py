@@ -226,19 +226,19 @@ def _device_uuid(lib, ordinal):
 
 
 def config_for(client, device_uuid, rows, cols, dtype, batch=1, ld_in=0, ld_out=0,
-               policy=None):
+               policy=None, value_exact=False):
     """The variant name to launch for a problem on the daemon's device `device_uuid`, cached in
     this process per problem. A provisional answer (source NEAREST or HEURISTIC) is re-asked
     after REFRESH_SECONDS until the daemon has the tuned one."""
     policy = policy or _default_policy()
-    key = (client.address, device_uuid, rows, cols, dtype, batch, ld_in, ld_out)
+    key = (client.address, device_uuid, rows, cols, dtype, batch, ld_in, ld_out, bool(value_exact))
     now = time.monotonic()
     with _lock:
         hit = _answers.get(key)
     if hit is not None and (hit[1] or now - hit[2] < REFRESH_SECONDS):
         return hit[0]
     answer = client.get_config(rows, cols, dtype, batch=batch, ld_in=ld_in, ld_out=ld_out,
-                               device=device_uuid, policy=policy)
+                               device=device_uuid, policy=policy, value_exact=value_exact)
     if answer.variant.backend != "cuda":
         raise _client.Error("FAILED_PRECONDITION",
                             f"the daemon at {client.address} answered with a "
@@ -254,12 +254,14 @@ def _default_policy():
     return "answer_now" if "answer_now" in _client.POLICIES else "tune_if_missing"
 
 
-def transpose(x, out=None, client=None, policy=None):
+def transpose(x, out=None, client=None, policy=None, value_exact=False):
     """Transposes the CUDA array x (rows, cols) -> (cols, rows), or a batch (b, rows, cols) ->
     (b, cols, rows), with the daemon's tuned configuration for this problem on x's GPU, launched
     asynchronously on the current stream of x's framework (PyTorch: torch.cuda.current_stream;
     CuPy: the current stream; __cuda_array_interface__: its 'stream'). Returns `out` (allocated
     like x when None; for DLPack-only inputs, a torch tensor). Bit-exact: a transpose moves bytes.
+    value_exact=True (f32/f64) also accepts a kernel that may change NaN payloads, every other
+    element bit-exact (cuBLAS geam where it is faster; README "Value-exact answers").
     """
     lib = load_library()
     v = _view(x)
@@ -283,7 +285,8 @@ def transpose(x, out=None, client=None, policy=None):
         uuid = _device_uuid(lib, v.device)
         with _lock:
             _devices[v.device] = uuid
-    variant = config_for(client, uuid, rows, cols, v.dtype, batch, ld_in, ld_out, policy)
+    variant = config_for(client, uuid, rows, cols, v.dtype, batch, ld_in, ld_out, policy,
+                         value_exact)
     err = ctypes.create_string_buffer(1024)
     _checked(lib.transposed_launch(variant.encode(), v.dtype.encode(), rows, cols, batch, ld_in,
                                    ld_out, v.ptr, o.ptr, v.device, v.stream, err, len(err)), err)

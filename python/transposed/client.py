@@ -56,10 +56,16 @@ def device_selector(device):
     return sel
 
 
-def problem(rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None):
-    """A transposed.v1.Problem from its fields (dtype by name: "f32", "bf16", ...)."""
+def problem(rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None, value_exact=False):
+    """A transposed.v1.Problem from its fields (dtype by name: "f32", "bf16", ...).
+
+    value_exact=True accepts an answer that may change NaN payloads (every other element stays
+    bit-exact), which admits cuBLAS geam for f32/f64; it is tuned and cached apart from the
+    default bit-exact answer (README "Value-exact answers")."""
     p = pb.Problem(rows=int(rows), cols=int(cols), dtype=str(dtype), ld_in=int(ld_in),
                    ld_out=int(ld_out))
+    if value_exact:
+        p.exactness = pb.EXACTNESS_VALUE
     if batch is not None and int(batch) != 1:
         p.batch = int(batch)
     p.device.CopyFrom(device_selector(device))
@@ -121,21 +127,24 @@ class Client:
             raise _error(e) from None
 
     def get_config(self, rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None,
-                   policy="tune_if_missing", timeout=None):
+                   policy="tune_if_missing", timeout=None, value_exact=False):
         """The best configuration for a problem: a transposed.v1.Answer (.variant.name, .gbps,
         .source...). policy: "tune_if_missing" (a miss tunes first), "cache_only" (a miss is
-        Error NOT_FOUND) or "answer_now" (a miss answers at once; see the README)."""
+        Error NOT_FOUND) or "answer_now" (a miss answers at once; see the README).
+        value_exact: see problem()."""
         if policy not in POLICIES:
             raise ValueError(f"policy: one of {sorted(POLICIES)}, got {policy!r}")
-        req = pb.GetConfigRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device),
+        req = pb.GetConfigRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device,
+                                                  value_exact),
                                   policy=POLICIES[policy])
         return self._call(self._stub.GetConfig, req, timeout)
 
     def tune(self, rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None,
-             budget_seconds=0.0, exhaustive=False, timeout=None):
+             budget_seconds=0.0, exhaustive=False, timeout=None, value_exact=False):
         """Re-tunes a problem; an iterator of transposed.v1.TuneProgress (one per candidate as it
-        is measured, then one whose .answer is the stored winner)."""
-        req = pb.TuneRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device),
+        is measured, then one whose .answer is the stored winner). value_exact: see problem()."""
+        req = pb.TuneRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device,
+                                             value_exact),
                              budget_seconds=float(budget_seconds), exhaustive=bool(exhaustive))
         try:
             for progress in self._stub.Tune(req, timeout=timeout or self.timeout,

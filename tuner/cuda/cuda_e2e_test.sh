@@ -10,8 +10,9 @@
 # tuned, a real variant, a sane share of the copy ceiling, the tune time reported), and a second
 # get must be a cache hit with the same answer; the daemon must still serve at the end and exit 0
 # on SIGTERM. Its log (copied by with_daemon once it stopped) must show the faulting candidate
-# killed a worker that was restarted. Writes daemon.log and e2e.csv to OUT_DIR. Exit 0 only if
-# every check passed.
+# killed a worker that was restarted. A value-exact request must be tuned apart and may answer
+# cublas.geam; a bit-exact one never (value_exact.log). Writes daemon.log and e2e.csv to OUT_DIR.
+# Exit 0 only if every check passed.
 set -uo pipefail
 bin=${1:?usage: cuda_e2e_test.sh BIN_DIR [OUT_DIR]}
 out=${2:-$(mktemp -d)}
@@ -74,6 +75,51 @@ done <<'PROBLEMS'
 4096x4096_f64 --rows 4096 --cols 4096 --dtype f64
 256x512x384_f16 --batch 256 --rows 512 --cols 384 --dtype f16
 PROBLEMS
+
+# Value-exact answers (README "Value-exact answers") on an odd f32 problem: the bit-exact answer is
+# never cublas.geam and has no cublas.geam candidate; the value-exact request is tuned apart
+# (source tuned, exactness EXACTNESS_VALUE), its answer a candidate that passed its check, and
+# where libcublas loads (device attribute cublas) cublas.geam is among its checked candidates.
+vp="--rows 4097 --cols 3001 --dtype f32"
+if ctl get $vp > "$tmp/bit.json" 2> "$tmp/err" && ctl get $vp --value-exact > "$tmp/value.json" \
+    2>> "$tmp/err" && ctl list --candidates --rows 4097 --cols 3001 --dtype f32 > "$tmp/list.json" \
+    2>> "$tmp/err" && ctl devices > "$tmp/devices.json" 2>> "$tmp/err"; then
+  python3 - "$tmp/bit.json" "$tmp/value.json" "$tmp/list.json" "$tmp/devices.json" \
+      > "$out/value_exact.log" 2>&1 <<'PY'
+import json, sys
+bit, value, listed, devices = (json.load(open(f)) for f in sys.argv[1:5])
+bad = []
+def need(ok, what):
+    print(("ok:   " if ok else "FAIL: ") + what)
+    ok or bad.append(what)
+has_cublas = "cublas" in devices["devices"][0]["attributes"]
+print("cublas:", devices["devices"][0]["attributes"].get("cublas", "(not loaded)"))
+need(bit["problem"]["exactness"] == "EXACTNESS_BIT", "bit-exact answer says EXACTNESS_BIT")
+need(bit["variant"] != "cublas.geam", "bit-exact answer %s is not cublas.geam" % bit["variant"])
+need(value["problem"]["exactness"] == "EXACTNESS_VALUE", "value-exact answer says EXACTNESS_VALUE")
+need(value["source"] == "tuned", "value-exact request tuned apart (source %s)" % value["source"])
+entries = {e["problem"]["exactness"]: e for e in listed["entries"]}
+need(sorted(entries) == ["EXACTNESS_BIT", "EXACTNESS_VALUE"], "two entries, one per exactness")
+for name, e in sorted(entries.items()):
+    cands = e.get("candidates", [])
+    geam = [c for c in cands if c["variant"] == "cublas.geam"]
+    checked = [c for c in cands if c["variant"] == e["variant"] and c["phase"] != "check" and c["valid"]]
+    need(bool(checked), "%s winner %s is a candidate that passed its check" % (name, e["variant"]))
+    if name == "EXACTNESS_BIT":
+        need(not geam, "bit-exact tune has no cublas.geam candidate")
+    elif has_cublas:
+        need(any(c["phase"] != "check" and c["valid"] for c in geam),
+             "value-exact tune checked and measured cublas.geam: %s" %
+             ["%s %s %.1f GB/s" % (c["phase"], c["valid"], c["gbps"]) for c in geam])
+    print("%s: winner %s %.1f GB/s, %d candidates" % (name, e["variant"], e["gbps"], len(cands)))
+sys.exit(1 if bad else 0)
+PY
+  rc=$?
+  cat "$out/value_exact.log"
+  check "value-exact checks" [ $rc = 0 ]
+else
+  echo "FAIL: value-exact requests: $(cat "$tmp/err")"; fail=1
+fi
 
 check "daemon still serving" "$bin/transposectl" --server "$TRANSPOSED_SERVER" devices
 exit $fail

@@ -19,12 +19,9 @@ class CudaEngine : public worker::Engine {
   StatusOr<std::vector<Candidate>> Candidates(const Problem& p) override {
     TR_RETURN_IF_ERROR(ValidateProblem(p));
     std::vector<Candidate> out;
-    for (const auto& c : kernels::EnumerateConfigs(p)) {
-      // Not offered: cublas.geam canonicalizes NaN payloads (kernels/config.h), and the daemon
-      // answers bit-exact transposes only (see docs/cuda-backend.md).
-      if (c.canonicalizes_nan()) continue;
-      out.push_back({c.Name(), c.Params()});
-    }
+    // cublas.geam canonicalizes NaN payloads (kernels/config.h): offered for value-exact
+    // problems only, and checked value-exact there (GpuWorker::Check).
+    for (const auto& c : kernels::CandidateConfigs(p)) out.push_back({c.Name(), c.Params()});
     if (test_faults_) out.push_back({kFaultCandidateName, {}});
     return out;
   }

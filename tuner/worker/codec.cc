@@ -13,6 +13,7 @@ void ToProto(const Problem& in, pb::Problem* out) {
   out->set_dtype(std::string(DTypeName(in.dtype)));
   out->set_ld_in(in.ld_in);
   out->set_ld_out(in.ld_out);
+  out->set_exactness(std::string(ExactnessName(in.exactness)));
 }
 
 StatusOr<Problem> FromProto(const pb::Problem& in) {
@@ -25,6 +26,13 @@ StatusOr<Problem> FromProto(const pb::Problem& in) {
   p.dtype = *dtype;
   p.ld_in = in.ld_in();
   p.ld_out = in.ld_out();
+  if (!in.exactness().empty()) {
+    auto exactness = ParseExactness(in.exactness());
+    if (!exactness)
+      return Status::InvalidArgument("problem.exactness: unknown exactness '" + in.exactness() +
+                                     "' (expected bit or value)");
+    p.exactness = *exactness;
+  }
   return p;
 }
 

@@ -23,6 +23,8 @@ StatusOr<std::vector<Candidate>> FakeEngine::Candidates(const Problem& p) {
   std::vector<Candidate> out;
   for (int i = 0; i < o_.candidates; ++i) out.push_back({"fake.c" + std::to_string(i), {{"c", i}}});
   if (o_.with_fault) out.push_back({kFakeFaultCandidate, {}});
+  if (p.Normalized().exactness == Exactness::kValue)
+    out.push_back({kFakeValueExactCandidate, {{"canonicalizes_nan", 1}}});
   return out;
 }
 
@@ -45,10 +47,15 @@ Status FakeEngine::Run(const std::string& name) {
     return Status::Internal("running " + name + ": cudaErrorIllegalAddress (fake illegal address)");
   }
   if (!o_.crash_on.empty() && name == o_.crash_on) std::abort();
+  if (name == kFakeValueExactCandidate && problem_.Normalized().exactness != Exactness::kValue)
+    return Status::FailedPrecondition(name + ": canonicalizes NaNs, and the problem asks for a "
+                                             "bit-exact transpose");
   return Status::OK();
 }
 
 double FakeEngine::SecondsFor(const std::string& name, const Problem& p) {
+  // Faster than every other name (their factor is at least 1).
+  if (name == kFakeValueExactCandidate) return 0.5e-9 * static_cast<double>(1 + p.bytes() / 4096);
   Fnv1a64 h;
   h.Add(name);
   return 1e-9 * static_cast<double>(1 + h.value() % 1000) *

@@ -2,7 +2,10 @@
 // (serve.h) in the test-only executable transposed-fake-worker (fake_worker_main.cc).
 //
 // Describe returns a made-up device; Candidates a fixed list of `candidates` names
-// ("fake.c0", "fake.c1", ...), plus kFakeFaultCandidate when `with_fault`; Open/Check/Close
+// ("fake.c0", "fake.c1", ...), plus kFakeFaultCandidate when `with_fault`, plus, for a problem
+// that asks for value-exact answers where its dtype tells them apart (f32/f64), the stand-in for
+// a member that canonicalizes NaNs (kFakeValueExactCandidate, the fastest of all; its Check
+// fails on a bit-exact problem, as the CUDA engine's does); Open/Check/Close
 // succeed; Measure returns timings derived from the candidate's name and the open problem
 // (SecondsFor), so tests can see which problem a session had open. It fails like a real device
 // does:
@@ -19,6 +22,7 @@
 namespace transposed::worker {
 
 inline constexpr char kFakeFaultCandidate[] = "test.fault.illegal_address";
+inline constexpr char kFakeValueExactCandidate[] = "fake.value_exact";
 
 struct FakeEngineOptions {
   int index = 0;

@@ -108,6 +108,19 @@ TEST(CodecTest, ProblemRoundTrip) {
   auto back = FromProto(wire);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, p);
+  EXPECT_EQ(back->exactness, Exactness::kBit);
+  p.dtype = DType::kF64;
+  p.exactness = Exactness::kValue;
+  ToProto(p, &m);
+  EXPECT_EQ(m.exactness(), "value");
+  back = FromProto(m);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->exactness, Exactness::kValue);
+  m.set_exactness("");  // an older sender: bit-exact
+  EXPECT_EQ(FromProto(m)->exactness, Exactness::kBit);
+  m.set_exactness("fuzzy");
+  EXPECT_EQ(FromProto(m).status().code(), StatusCode::kInvalidArgument);
+  m.set_exactness("bit");
   m.set_dtype("f7");
   auto bad = FromProto(m);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
@@ -411,6 +424,26 @@ TEST_F(FakeWorkerTest, CandidatesComeFromTheEngine) {
   auto fc = faulty->Candidates(P());
   ASSERT_EQ(fc.size(), cands.size() + 1);
   EXPECT_EQ(fc.back().name, kFakeFaultCandidate);
+  // A value-exact f32 problem crosses the worker protocol: the engine offers one more candidate
+  // (what the CUDA engine does with cublas.geam), which checks there and nowhere else.
+  Problem value = P();
+  value.exactness = Exactness::kValue;
+  auto vc = plain->Candidates(value);
+  ASSERT_EQ(vc.size(), cands.size() + 1);
+  EXPECT_EQ(vc.back().name, kFakeValueExactCandidate);
+  {
+    auto session = plain->Open(value);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    EXPECT_TRUE((*session)->Check(vc.back()).ok());
+  }
+  {
+    auto session = plain->Open(P());
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    EXPECT_EQ((*session)->Check(vc.back()).code(), StatusCode::kFailedPrecondition);
+  }
+  Problem i32_value = value;
+  i32_value.dtype = DType::kI32;
+  EXPECT_EQ(plain->Candidates(i32_value).size(), cands.size());
   // A bad problem: the engine's error is logged and no candidate is offered.
   Problem bad = P();
   bad.rows = 0;

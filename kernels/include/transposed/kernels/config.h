@@ -35,7 +35,8 @@
 //           or complex data: an i32 whose bits look like a NaN would change, and the complex
 //           geam's 1 * re - 0 * im turns an infinite imaginary part into a NaN real part), and its
 //           check is value-exact (canonicalizes_nan(): every non-NaN element bit-identical, NaNs
-//           stay NaNs).
+//           stay NaNs). Launch runs it for any f32/f64 problem; the tuner offers it only for
+//           problems that ask for value-exact answers (CandidateConfigs, Problem::exactness).
 //
 // All types here are plain values; all functions are thread-safe (no shared state).
 #pragma once
@@ -86,6 +87,9 @@ struct TransposeConfig {
   // True when the member may replace a NaN's payload (by another NaN) but is otherwise
   // bit-exact; checks then compare values (see cublas.geam above). False for all our kernels.
   bool canonicalizes_nan() const { return algorithm == Algorithm::kCublasGeam; }
+  // Whether the member's output meets a problem's exactness (core/problem.h): every member
+  // meets value-exact; bit-exact is met by every member that does not canonicalize NaNs.
+  bool meets(Exactness e) const { return e == Exactness::kValue || !canonicalizes_nan(); }
 
   // Stable name from the parameters: "naive", "tile32x32.rows8.pad1",
   // "tile64x64.rows8.vec16.swz", "tile64x64.rows8.vec16.realign.swz",
@@ -111,6 +115,12 @@ const std::vector<TransposeConfig>& FamilyConfigs(int elem_size);
 // The configurations valid for this problem (element size, shape, strides), deterministic order,
 // never empty for a valid problem. Pure host code. Empty for an invalid problem.
 std::vector<TransposeConfig> EnumerateConfigs(const Problem& p);
+
+// The configurations a tuner may offer for this problem: EnumerateConfigs(p) less the members
+// whose output does not meet the problem's (normalized) exactness, so cublas.geam only for a
+// value-exact f32/f64 problem. Same order. A member's check must then compare values where it
+// canonicalizes NaNs (harness.h RotatingBuffers::CompareCheck nan_equal).
+std::vector<TransposeConfig> CandidateConfigs(const Problem& p);
 
 // Whether a config can run this problem (INVALID_ARGUMENT naming why not). Pointer alignment is
 // checked by Launch (vector configs need in/out aligned to vec_bytes).
