@@ -103,8 +103,9 @@ Status GrpcTransposer::Authorize(const char* method,
 // The life of one call, the same for every call class (CRTP over its gRPC reactor): Start makes
 // the Derived call, which keeps itself alive (self_) until gRPC's OnDone, and hands the request
 // (and gRPC's response, for a unary call) to Derived::Begin; the call counts in the daemon's
-// inflight() from construction to OnDone and gives its limiter slot back there. A Derived class
-// befriends its Call (Start reaches its constructor and Begin).
+// inflight() from construction to OnDone and gives its limiter slot back there. It holds the
+// service's waiter of the work in flight, so that a client that goes away detaches from it. A
+// Derived class befriends its Call (Start reaches its constructor and Begin).
 template <typename Derived, typename Reactor>
 class GrpcTransposer::Call : public Reactor {
  public:
@@ -129,10 +130,40 @@ class GrpcTransposer::Call : public Reactor {
     owner_->inflight_.fetch_add(1);
   }
 
+  // Holds the waiter of the work just started (replacing the one held before): false, and
+  // detached here, when the client has already gone.
+  bool HoldWaiter(std::shared_ptr<TransposeService::Waiter> waiter) EXCLUDES(waiter_mu_) {
+    {
+      MutexLock l(&waiter_mu_);
+      if (!left_) {
+        waiter_ = std::move(waiter);
+        return true;
+      }
+    }
+    owner_->service_->Detach(waiter);
+    return false;
+  }
+
+  // The client has gone: detaches the waiter held, and any held from now on.
+  void DetachWaiter() EXCLUDES(waiter_mu_) {
+    std::shared_ptr<TransposeService::Waiter> waiter;
+    {
+      MutexLock l(&waiter_mu_);
+      left_ = true;
+      waiter.swap(waiter_);
+    }
+    owner_->service_->Detach(waiter);
+  }
+
   GrpcTransposer* const owner_;
   grpc::CallbackServerContext* const context_;
   std::shared_ptr<Derived> self_;  // set in Start, dropped in OnDone
   CallLimiter::Slot slot_;         // taken by Derived::Begin, given back by OnDone
+
+ private:
+  Mutex waiter_mu_;
+  bool left_ GUARDED_BY(waiter_mu_) = false;  // the client has gone
+  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(waiter_mu_);
 };
 
 // One GetConfig call. Owned by shared_ptrs: its own (dropped in OnDone) and the service's
@@ -140,13 +171,7 @@ class GrpcTransposer::Call : public Reactor {
 class GrpcTransposer::GetConfigCall : public Call<GetConfigCall, grpc::ServerUnaryReactor> {
  public:
   void OnCancel() override {
-    std::shared_ptr<TransposeService::Waiter> waiter;
-    {
-      MutexLock l(&mu_);
-      cancelled_ = true;
-      waiter.swap(waiter_);
-    }
-    owner_->service_->Detach(waiter);
+    DetachWaiter();
     Complete(ClientGone());
   }
 
@@ -169,18 +194,8 @@ class GrpcTransposer::GetConfigCall : public Call<GetConfigCall, grpc::ServerUna
       return;
     }
     std::shared_ptr<GetConfigCall> self = self_;
-    auto waiter = owner_->service_->StartGetConfig(
-        *req, [self](StatusOr<ConfigAnswer> answer) { self->Complete(answer); });
-    bool detach = false;
-    {
-      MutexLock l(&mu_);
-      if (cancelled_) {
-        detach = true;
-      } else {
-        waiter_ = waiter;
-      }
-    }
-    if (detach) owner_->service_->Detach(waiter);
+    HoldWaiter(owner_->service_->StartGetConfig(
+        *req, [self](StatusOr<ConfigAnswer> answer) { self->Complete(answer); }));
   }
 
   // The first call sends the answer; later ones (a tune ending after the client left) do nothing.
@@ -209,9 +224,6 @@ class GrpcTransposer::GetConfigCall : public Call<GetConfigCall, grpc::ServerUna
   std::string problem_;  // for the note; written before any answer can come
   std::string device_;   // written by Begin, then only by the finisher
   std::atomic<bool> finished_{false};
-  Mutex mu_;
-  bool cancelled_ GUARDED_BY(mu_) = false;
-  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);
 };
 
 // A server stream fed from other threads (device workers): messages are queued and written one
@@ -383,28 +395,10 @@ class GrpcTransposer::TuneCall : public StreamCall<TuneCall, v1::TuneProgress> {
       }
       self->End(Status::OK(), std::move(msg));
     };
-    auto waiter = owner_->service_->StartTune(req, std::move(progress), std::move(done));
-    bool detach = false;
-    {
-      MutexLock l(&mu_);
-      if (cancelled_) {
-        detach = true;
-      } else {
-        waiter_ = waiter;
-      }
-    }
-    if (detach) owner_->service_->Detach(waiter);
+    HoldWaiter(owner_->service_->StartTune(req, std::move(progress), std::move(done)));
   }
 
-  void OnClientLeft() override {
-    std::shared_ptr<TransposeService::Waiter> waiter;
-    {
-      MutexLock l(&mu_);
-      cancelled_ = true;
-      waiter.swap(waiter_);
-    }
-    owner_->service_->Detach(waiter);
-  }
+  void OnClientLeft() override { DetachWaiter(); }
 
   void OnFinishing(int written) override {
     MutexLock l(&mu_);
@@ -415,10 +409,8 @@ class GrpcTransposer::TuneCall : public StreamCall<TuneCall, v1::TuneProgress> {
   std::string problem_;  // for the note, written before any answer can come
   Mutex mu_;
   std::string device_ GUARDED_BY(mu_);
-  bool cancelled_ GUARDED_BY(mu_) = false;
   int last_index_ GUARDED_BY(mu_) = 0;  // of the last candidate streamed
   int last_total_ GUARDED_BY(mu_) = 0;
-  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);
 };
 
 // One TuneMany call: the problems are validated up front (nothing starts when one is bad), then
@@ -556,19 +548,9 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
         req.exhaustive = exhaustive_;
         waiter = owner_->service_->StartGetConfig(req, std::move(done), std::move(progress));
       }
-      bool detach = false;
-      {
-        MutexLock l(&mu_);
-        if (left_) {
-          detach = true;
-        } else if (waiter != nullptr && next_ == i + 1) {
-          waiter_ = waiter;  // still the problem in flight
-        }
-      }
-      if (detach) {
-        owner_->service_->Detach(waiter);
-        return;
-      }
+      // Problem i is the one in flight: the next starts only once both its start (here) and
+      // its answer are through.
+      if (!HoldWaiter(std::move(waiter))) return;  // the client has gone
       if (step->fetch_add(1) != 1) return;  // the answer comes later and goes on from there
     }
   }
@@ -600,7 +582,7 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
     }
     {
       MutexLock l(&mu_);
-      if (left_ || stopped_) return false;
+      if (stopped_) return false;  // the client has gone, or an earlier problem stopped the call
       if (!answer.ok()) {
         ++failed_;
         msg.mutable_error()->set_code(static_cast<int>(ToGrpcStatus(answer.status()).error_code()));
@@ -618,14 +600,11 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
   }
 
   void OnClientLeft() override {
-    std::shared_ptr<TransposeService::Waiter> waiter;
     {
       MutexLock l(&mu_);
-      left_ = true;
       stopped_ = true;
-      waiter.swap(waiter_);
     }
-    owner_->service_->Detach(waiter);
+    DetachWaiter();
   }
 
   void OnFinishing(int written) override {
@@ -647,14 +626,12 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
   bool exhaustive_ = false;
   Mutex mu_;
   int next_ GUARDED_BY(mu_) = 0;         // the next problem to start
-  bool stopped_ GUARDED_BY(mu_) = false;  // no problem starts any more
-  bool left_ GUARDED_BY(mu_) = false;     // the client has gone
+  bool stopped_ GUARDED_BY(mu_) = false;  // no problem starts any more (the client has gone...)
   int last_index_ GUARDED_BY(mu_) = 0;    // of the problem in flight's last candidate
   int last_total_ GUARDED_BY(mu_) = 0;
   int cached_ GUARDED_BY(mu_) = 0;
   int tuned_ GUARDED_BY(mu_) = 0;
   int failed_ GUARDED_BY(mu_) = 0;
-  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);  // the problem in flight's
 };
 
 grpc::ServerUnaryReactor* GrpcTransposer::GetConfig(grpc::CallbackServerContext* context,
