@@ -19,6 +19,9 @@
 //                 offers);
 //   tuned         the best of everything, cuBLAS included: what the daemon's exhaustive search
 //                 would answer.
+// --problem SPEC (repeatable) measures the given problems instead of the fixed list; --config
+// SUBSTR[,SUBSTR...] keeps only the configurations whose names contain one of the substrings
+// (A/B runs, profiling one kernel).
 // Every configuration timed (cuBLAS included) is first checked against the reference kernel on a
 // poisoned output with random bits (bit-exactly; cuBLAS value-exactly: NaN payloads may change,
 // see config.h); a failing one is reported and never ranked.
@@ -31,6 +34,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -64,6 +69,14 @@ struct Bench {
   std::vector<Row> all;  // every configuration of every problem
   uint64_t check_seed = 0x5eedb000;
   bool any_failed = false;
+  std::vector<std::string> only;  // --config: names containing one of these (empty: every one)
+
+  bool Wanted(const TransposeConfig& c) const {
+    if (only.empty()) return true;
+    const std::string n = c.Name();
+    return std::any_of(only.begin(), only.end(),
+                       [&](const std::string& o) { return n.find(o) != std::string::npos; });
+  }
 
   // Measures one problem; returns its summary rows (memcpy, geam, textbook, family_best, tuned).
   std::vector<Row> Problem1(const std::string& label, const std::string& kind, const Problem& p) {
@@ -113,7 +126,7 @@ struct Bench {
     Row best_family = row("family_best", ""), best_any = row("tuned", "");
     std::vector<Row> extra;
     for (const TransposeConfig& c : kernels::EnumerateConfigs(p)) {
-      if (!kernels::VendorAvailable(c)) continue;
+      if (!kernels::VendorAvailable(c) || !Wanted(c)) continue;
       Row r = row("family", c.Name());
       auto prepared = kernels::PreparedLaunch::Prepare(c, p);
       Status st = prepared.ok() ? Status::OK() : prepared.status();
@@ -288,8 +301,42 @@ void PrintRandomSummary(const std::vector<Row>& summary, uint64_t seed) {
   }
 }
 
+// "[BATCHx]ROWSxCOLS DTYPE [ld_in=N] [ld_out=N]" (Problem::ToString's form), or nullopt.
+std::optional<Problem> ParseProblem(const std::string& spec) {
+  std::istringstream in(spec);
+  std::string dims, dtype, extra;
+  if (!(in >> dims >> dtype)) return std::nullopt;
+  std::vector<int64_t> n;
+  std::istringstream d(dims);
+  for (std::string part; std::getline(d, part, 'x');) {
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v < 1) return std::nullopt;
+    n.push_back(v);
+  }
+  const std::optional<DType> t = ParseDType(dtype);
+  if (!t || n.size() < 2 || n.size() > 3) return std::nullopt;
+  Problem p = bench::MakeProblem(n[n.size() - 2], n.back(), *t, n.size() == 3 ? n[0] : 1);
+  while (in >> extra) {
+    const size_t eq = extra.find('=');
+    if (eq == std::string::npos) return std::nullopt;
+    const int64_t v = std::strtoll(extra.c_str() + eq + 1, nullptr, 10);
+    if (extra.substr(0, eq) == "ld_in") {
+      p.ld_in = v;
+    } else if (extra.substr(0, eq) == "ld_out") {
+      p.ld_out = v;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!ValidateProblem(p).ok()) return std::nullopt;
+  return p;
+}
+
 int Main(int argc, char** argv) {
   std::string csv, all_csv, filter, kind;
+  std::vector<Problem> given;
+  std::vector<std::string> only;
   int random_n = 0;
   uint64_t seed = 0;
   bool seed_given = false;
@@ -314,6 +361,19 @@ int Main(int argc, char** argv) {
       all_csv = next();
     } else if (a == "--filter") {
       filter = next();
+    } else if (a == "--problem") {
+      const std::string spec = next();
+      const std::optional<Problem> p = ParseProblem(spec);
+      if (!p) {
+        std::fprintf(stderr, "--problem: cannot parse '%s' (e.g. '8191x6143 u8', "
+                     "'64x1000x999 f32 ld_in=1003')\n", spec.c_str());
+        return 2;
+      }
+      given.push_back(*p);
+    } else if (a == "--config") {
+      std::istringstream list(next());
+      for (std::string name; std::getline(list, name, ',');)
+        if (!name.empty()) only.push_back(name);
     } else if (a == "--kind") {
       kind = next();
     } else if (a == "--samples") {
@@ -330,7 +390,7 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: transpose_bench [--csv PATH] [--all-csv PATH] [--filter SUBSTR] "
-                   "[--samples N]\n"
+                   "[--samples N] [--problem SPEC]... [--config SUBSTR[,SUBSTR...]]\n"
                    "       transpose_bench --random N [--seed S] [--min-mib M] [--max-mib M] "
                    "[--kind odd|aligned|skinny|batched|strided] [--csv PATH] [--all-csv PATH]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
@@ -360,6 +420,7 @@ int Main(int argc, char** argv) {
 
   Bench bench;
   bench.timing = timing;
+  bench.only = only;
   if (cudaStreamCreateWithFlags(&bench.stream, cudaStreamNonBlocking) != cudaSuccess) return 2;
   auto events = kernels::EventPool::Create();
   if (!events.ok()) {
@@ -384,7 +445,7 @@ int Main(int argc, char** argv) {
       summary.insert(summary.end(), rows.begin(), rows.end());
     }
   } else {
-    for (const Problem& p : bench::BenchmarkProblems()) {
+    for (const Problem& p : given.empty() ? bench::BenchmarkProblems() : given) {
       const std::string label = p.ToString();
       if (!filter.empty() && label.find(filter) == std::string::npos) continue;
       std::vector<Row> rows = bench.Problem1(label, "fixed", p);

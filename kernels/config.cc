@@ -107,10 +107,12 @@ Status ValidateShape(const TransposeConfig& c) {
       if (c.swizzle == 1 && c.pad != 0)
         return Status::InvalidArgument("a swizzled tile has no padding");
       if (c.pad < 0 || c.pad > 64) return Status::InvalidArgument("pad must be in 0..64");
-      if (c.realign != 0 && c.realign != 1)
-        return Status::InvalidArgument("realign must be 0 or 1");
-      if (c.realign == 1 && c.vec_bytes != 16)
+      if (c.realign < 0 || c.realign > 2)
+        return Status::InvalidArgument("realign must be 0, 1 or 2");
+      if (c.realign != 0 && c.vec_bytes != 16)
         return Status::InvalidArgument("realign needs vec_bytes 16");
+      if (c.realign == 2 && c.swizzle != 1)
+        return Status::InvalidArgument("realign 2 (packed) needs the swizzled layout");
       if (c.async != 0 && c.async != 2 && c.async != 3)
         return Status::InvalidArgument("async must be 0, 2 or 3");
       if (c.async != 0 && (c.vec_bytes != 16 || c.swizzle != 1 || c.realign != 0))
@@ -149,7 +151,7 @@ std::string TransposeConfig::Name() const {
       std::string n = "tile" + std::to_string(tile_rows) + "x" + std::to_string(tile_cols) +
                       ".rows" + std::to_string(block_rows);
       if (vec_bytes) n += ".vec" + std::to_string(vec_bytes);
-      if (realign) n += ".realign";
+      if (realign) n += realign == 1 ? std::string(".realign") : ".realign" + std::to_string(realign);
       n += swizzle ? std::string(".swz") : ".pad" + std::to_string(pad);
       if (async) n += ".async" + std::to_string(async);
       return n;
@@ -198,6 +200,9 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
       ++i;
       if (i < parts.size() && parts[i] == "realign") {
         realign = 1;
+        ++i;
+      } else if (i < parts.size() && parts[i].substr(0, 7) == "realign") {
+        if (!ParseField(parts[i], "realign", &realign) || realign < 2) return bad("bad .realign<N>");
         ++i;
       }
     }

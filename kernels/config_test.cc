@@ -80,6 +80,14 @@ TEST(TransposeConfig, NamesAreDerivedFromParameters) {
   auto rp = TransposeConfig::FromParams(r->Params());
   ASSERT_TRUE(rp.ok());
   EXPECT_EQ(*rp, c);
+  c.realign = 2;
+  EXPECT_EQ(c.Name(), "tile64x128.rows4.vec16.realign2.swz");
+  auto r2 = TransposeConfig::FromName("tile64x128.rows4.vec16.realign2.swz");
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(*r2, c);
+  EXPECT_FALSE(TransposeConfig::FromName("tile64x128.rows4.vec16.realign2.pad0").ok());
+  EXPECT_FALSE(TransposeConfig::FromName("tile64x128.rows4.vec16.realign1.swz").ok());
+  EXPECT_FALSE(TransposeConfig::FromName("tile64x128.rows4.vec16.realign3.swz").ok());
   c.realign = 0;
   c.async = 2;
   EXPECT_EQ(c.Name(), "tile64x128.rows4.vec16.swz.async2");
@@ -190,15 +198,16 @@ TEST(EnumerateConfigs, OffersVectorAndSkinnyPathsWhereTheyApply) {
     })) << e;
     // Realigning tiles only where a row is misaligned.
     EXPECT_TRUE(std::none_of(dense.begin(), dense.end(),
-                             [](const TransposeConfig& c) { return c.realign == 1; }))
+                             [](const TransposeConfig& c) { return c.realign != 0; }))
         << e;
     // Odd leading dimensions rule out vector accesses except the realigning ones, which every
     // element size below 16 bytes has.
     const auto odd = EnumerateConfigs(P(4097, 3001, e));
     for (const TransposeConfig& c : odd)
       EXPECT_TRUE(c.vec_bytes == 0 || c.realign || c.algorithm == Algorithm::kSkinny) << c.Name();
-    EXPECT_TRUE(std::any_of(odd.begin(), odd.end(), [](const TransposeConfig& c) {
-      return c.realign == 1 && c.vec_bytes == 16;
+    // 1- and 2-byte elements: the packed realigning tiles; 4 and 8: the shifted ones.
+    EXPECT_TRUE(std::any_of(odd.begin(), odd.end(), [&](const TransposeConfig& c) {
+      return c.realign == (e <= 2 ? 2 : 1) && c.vec_bytes == 16;
     })) << e;
   }
   for (int e : kSizes) {
@@ -240,9 +249,14 @@ TEST(Family, EveryTileGeometryIsConsistent) {
                                                 c.vec_bytes, c.pad, c.swizzle,
                                                 c.realign && !c.swizzle);
       EXPECT_EQ(g.Invalid(), nullptr) << c.Name() << " e=" << e << ": " << g.Invalid();
-      if (c.realign)
+      if (c.realign == 1)
         EXPECT_EQ(g.RealignInvalid(), nullptr)
             << c.Name() << " e=" << e << ": " << g.RealignInvalid();
+      if (c.realign == 2) {
+        const PackedRealignGeometry pg = PackedRealignGeometry::Make(e, c.tile_rows, c.block_rows);
+        EXPECT_EQ(pg.Invalid(), nullptr) << c.Name() << " e=" << e << ": " << pg.Invalid();
+        EXPECT_EQ(c.tile_cols * e, PackedRealignGeometry::kRowBytes) << c.Name();
+      }
       if (c.async)
         EXPECT_EQ(g.AsyncInvalid(c.async), nullptr)
             << c.Name() << " e=" << e << ": " << g.AsyncInvalid(c.async);

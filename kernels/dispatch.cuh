@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/agent_naive.cuh"
+#include "kernels/agent_packed_realign.cuh"
 #include "kernels/agent_skinny.cuh"
 #include "kernels/agent_tile.cuh"
 #include "kernels/policy.h"
@@ -47,13 +48,15 @@ void AddRow(std::vector<Entry>& t) {
       t.push_back({P.Config(), &LaunchNaive<E>});
     } else if constexpr (P.algorithm == Algorithm::kTile) {
       constexpr TilePolicy T = P.tile;
-      if constexpr (T.stages > 1) {
+      if constexpr (T.realign == 2) {
+        t.push_back({P.Config(), &LaunchPackedRealign<E, T.tile_rows, T.block_rows>});
+      } else if constexpr (T.stages > 1) {
         t.push_back({P.Config(),
                      &LaunchTileAsync<E, T.tile_rows, T.tile_cols, T.block_rows, T.stages>});
       } else {
         t.push_back({P.Config(), &LaunchTile<E, T.tile_rows, T.tile_cols, T.block_rows,
                                              T.vec_bytes, T.smem.pad, T.swizzled() ? 1 : 0,
-                                             T.realign ? 1 : 0>});
+                                             T.realign == 1 ? 1 : 0>});
       }
     } else if constexpr (P.algorithm == Algorithm::kSkinny) {
       t.push_back({P.Config(), &LaunchSkinny<E, P.skinny.len, P.skinny.block_rows>});

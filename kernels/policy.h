@@ -18,11 +18,14 @@
 // warp gathers cover 8 distinct 16-byte units (bank-conflict-free with the swizzle); tall
 // element-size tiles of 512 threads for odd sizes (4097x3001: f32 84.7% -> 88.9% of the copy,
 // f64 86.6% -> 90.2%); realigning vec16 tiles for rows of any alignment (shifted rows: correct,
-// still 3-10 points slower than the element-size tiles on odd shapes, so one shape per element
-// size stays, offered only where a row is misaligned);
+// still 3-10 points slower than the element-size tiles on odd shapes, so one shape stays for 4-
+// and 8-byte elements, offered only where a row is misaligned);
 // more element-size tiles for 1/2/8-byte odd shapes from a sweep under the tile walk of
 // TilesDownFirst (H100, 40 random problems: u8 64x64.pad4, 128x32, 256x32.rows16; f16 128x64 and
-// 128x32 .rows16; f64 64x32.rows16 each best somewhere, by 1-6 points);
+// 128x32 .rows16; f64 64x32.rows16 each best somewhere, by 1-6 points); packed realigning tiles
+// for 1- and 2-byte elements on misaligned rows (realign 2: 16-byte accesses on both sides, word
+// gathers; H100 2026-11-23 afternoon: bf16 odd 76-79% -> 80-82% of the copy, 447x136x6171 bf16
+// 67% -> 71%; they replace the 1- and 2-byte shifted tiles, which never won);
 // persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
 // a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
 // skinny tiles for one side <= 16; and cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
@@ -52,27 +55,40 @@ constexpr SmemLayout Swizzle() { return {Smem::kSwizzle, 0}; }
 // A tile_rows x tile_cols tile through shared memory by 32 * block_rows threads.
 //   vec_bytes  global access width (0: the element size); 1- and 2-byte elements gathered as
 //              words and transposed in registers when vec_bytes > elem.
-//   realign    16-byte accesses on rows of any alignment: aligned windows stored at each row's
-//              misalignment ("shifted rows", pad layout only), windows gathered per output row.
+//   realign    16-byte accesses on rows of any alignment. 1: aligned windows stored at each row's
+//              misalignment ("shifted rows", pad layout only), windows gathered per output row
+//              element by element. 2 ("packed", 1- and 2-byte elements, rows of 128 bytes,
+//              swizzled): windows realigned in registers, columns of equal output misalignment
+//              interleaved into shared words, windows gathered as words and transposed in
+//              registers (PackedRealignGeometry, tile_math.h).
 //   stages     1: one tile per block, loads staged through registers; 2 or 3: a persistent grid,
 //              that many shared buffers filled by cp.async one tile ahead.
 struct TilePolicy {
   int elem = 0, tile_rows = 0, tile_cols = 0, block_rows = 0, vec_bytes = 0;
   SmemLayout smem;
-  bool realign = false;
+  int realign = 0;
   int stages = 1;
 
   constexpr bool swizzled() const { return smem.kind == Smem::kSwizzle; }
   constexpr TileGeometry Geometry() const {
     return TileGeometry::Make(elem, tile_rows, tile_cols, block_rows, vec_bytes, smem.pad,
-                              swizzled() ? 1 : 0, realign && !swizzled() ? 1 : 0);
+                              swizzled() ? 1 : 0, realign == 1 && !swizzled() ? 1 : 0);
+  }
+  constexpr PackedRealignGeometry Packed() const {
+    return PackedRealignGeometry::Make(elem, tile_rows, block_rows);
   }
   // nullptr when the policy is consistent, else why not.
   constexpr const char* Invalid() const {
     const TileGeometry g = Geometry();
     if (const char* why = g.Invalid()) return why;
-    if (realign && stages != 1) return "realign tiles are synchronous";
-    if (realign) return g.RealignInvalid();
+    if (realign != 0 && stages != 1) return "realign tiles are synchronous";
+    if (realign == 2) {
+      if (vec_bytes != 16 || !swizzled() || tile_cols * elem != PackedRealignGeometry::kRowBytes)
+        return "packed realign tiles are 128-byte swizzled rows of 16-byte windows";
+      return Packed().Invalid();
+    }
+    if (realign == 1) return g.RealignInvalid();
+    if (realign != 0) return "realign must be 0, 1 or 2";
     if (stages != 1) return g.AsyncInvalid(stages);
     return nullptr;
   }
@@ -113,7 +129,7 @@ struct Policy {
         c.vec_bytes = tile.vec_bytes;
         c.pad = tile.smem.pad;
         c.swizzle = tile.swizzled() ? 1 : 0;
-        c.realign = tile.realign ? 1 : 0;
+        c.realign = tile.realign;
         c.async = tile.stages > 1 ? tile.stages : 0;
         break;
       case Algorithm::kSkinny:
@@ -159,15 +175,19 @@ constexpr Policy TileRow(const TilePolicy& t) {
 }
 // Synchronous tile.
 constexpr Policy Tile(int e, int rows, int cols, int block_rows, int vec_bytes, SmemLayout s) {
-  return TileRow(TilePolicy{e, rows, cols, block_rows, vec_bytes, s, false, 1});
+  return TileRow(TilePolicy{e, rows, cols, block_rows, vec_bytes, s, 0, 1});
 }
 // Realigning 16-byte tile (rows of any alignment).
 constexpr Policy Realign(int e, int rows, int cols, int block_rows, SmemLayout s) {
-  return TileRow(TilePolicy{e, rows, cols, block_rows, 16, s, true, 1});
+  return TileRow(TilePolicy{e, rows, cols, block_rows, 16, s, 1, 1});
+}
+// Packed realigning tile: `rows` x 128 bytes, 1- and 2-byte elements (rows of any alignment).
+constexpr Policy PackedRealign(int e, int rows, int block_rows) {
+  return TileRow(TilePolicy{e, rows, 128 / e, block_rows, 16, Swizzle(), 2, 1});
 }
 // Persistent swizzled 16-byte tile with `stages` cp.async buffers.
 constexpr Policy Async(int e, int rows, int cols, int block_rows, int stages) {
-  return TileRow(TilePolicy{e, rows, cols, block_rows, 16, Swizzle(), false, stages});
+  return TileRow(TilePolicy{e, rows, cols, block_rows, 16, Swizzle(), 0, stages});
 }
 constexpr Policy Skinny(int e, int len, int block_rows) {
   Policy p;
@@ -217,7 +237,7 @@ inline constexpr Policy kFamily[] = {
     Tile(1, 128, 128, 8, 4, Swizzle()),
     Tile(1, 128, 128, 4, 16, Pad(4)),
     Tile(1, 128, 256, 16, 16, Swizzle()),
-    Realign(1, 256, 64, 16, Pad(4)),
+    PackedRealign(1, 128, 8),
     Async(1, 128, 128, 4, 2),
     Async(1, 128, 128, 8, 2),
     Skinny(1, 512, 8),
@@ -252,7 +272,8 @@ inline constexpr Policy kFamily[] = {
     Tile(2, 128, 128, 16, 16, Swizzle()),
     Tile(2, 128, 64, 4, 16, Swizzle()),
     Tile(2, 256, 32, 16, 0, Pad(1)),
-    Realign(2, 256, 64, 8, Pad(2)),
+    PackedRealign(2, 128, 8),
+    PackedRealign(2, 64, 4),
     Async(2, 128, 64, 4, 2),
     Async(2, 128, 64, 8, 2),
     Skinny(2, 256, 8),

@@ -326,6 +326,143 @@ TR_HD void GatherWindow(const unsigned char* col, int stride, uint32_t w[4]) {
   }
 }
 
+// ---- Packed realigning tiles (realign 2, 1- and 2-byte elements): rows of any alignment on both
+// sides with 16-byte global accesses and 4-byte shared-memory gathers. A tile is tr input rows x
+// 128 bytes (128 / e columns). Output rows c and c + 16 / e start at the same misalignment p
+// whatever the output leading dimension (16 / e columns are 16 bytes apart in every output row
+// offset), so each 4-byte shared word holds w = 4 / e columns of equal p: word q (0..31) of a
+// tile row holds columns ColumnOf(q, b) = (q / P) * P * w + q % P + P * b (P = 16 / e, b < w).
+// One output window (16 bytes, v = 16 / e input rows) of those w output rows is then v word reads
+// and a register transpose, whatever p is (the window's rows are shifted by p / e, the same for
+// the w rows).
+//   stage  the aligned 16-byte windows around every tile row and the v rows above the tile (9
+//          per row, the last only where the row is misaligned) are copied global -> shared as
+//          they lie (cp.async; neighbouring threads read neighbouring windows: coalesced);
+//   load   thread (row, half) takes the 5 staged windows around bytes [64 half, 64 half + 64)
+//          of its row, realigns them in registers (ShiftWindows), interleaves the columns into
+//          words (InterleaveColumns) and stores 4 16-byte chunks of the packed tile (the rows
+//          above it included);
+//   write  thread (q, lane) gathers word q of input rows lane * v - p / e + j (j < v) and stores
+//          output window `lane` of the w output rows ColumnOf(q, b); a warp covers 4 words x 8
+//          neighbouring windows, i.e. 128 contiguous bytes of each output row it writes. Window
+//          0 starts p bytes before the tile's segment; its head bytes belong to the tile above,
+//          whose rows were staged too, so it is stored whole (the tile above leaves it out) and
+//          the tile's own last p bytes are the next tile's window 0. Only the first tile row of
+//          a matrix (nothing above: window 0 stored from byte p) and a tile whose next tile does
+//          not take this path (an extra partial window, warp 0) store partial windows.
+// Packed layout: rows of 128 bytes, 16-byte chunk k of row r at chunk k ^ f(r), f(r) =
+// (r + r / v) mod 8, so that the gather's word reads (4 words x 8 windows of rows v apart) are
+// bank-conflict-free and the load's 16-byte stores (4 neighbouring rows x 2 halves per quarter
+// warp) at most 2-way (tile_math_test checks both for every p and output leading dimension);
+// v guard rows below the tile for the extra partial window.
+struct PackedRealignGeometry {
+  int e = 0, tr = 0, nt = 0;
+  static constexpr int kRowBytes = 128;
+  static constexpr int kStageWindows = 9;  // aligned 16-byte windows around a 128-byte row
+  static constexpr int kStageRow = 16 * kStageWindows;
+  constexpr int v() const { return 16 / e; }      // input rows per output window
+  constexpr int w() const { return 4 / e; }       // columns (output rows) per shared word
+  constexpr int period() const { return 16 / e; } // columns of equal misalignment repeat
+  constexpr int tc() const { return kRowBytes / e; }
+  constexpr int lanes() const { return e > 0 ? tr / v() : 0; }  // windows per output row
+  constexpr int stage_rows() const { return tr + v(); }  // the v rows above, then the tile
+  constexpr int stage_units() const { return kStageWindows * stage_rows(); }
+  constexpr int load_units() const { return 2 * stage_rows(); }
+  constexpr int write_units() const { return 32 * lanes(); }
+  constexpr int ns() const { return nt > 0 ? (stage_units() + nt - 1) / nt : 0; }
+  constexpr int nl() const { return nt > 0 ? (load_units() + nt - 1) / nt : 0; }
+  constexpr int nw() const { return nt > 0 ? write_units() / nt : 0; }
+  constexpr int guard() const { return v() * kRowBytes; }  // packed rows above / below the tile
+  constexpr int stage_bytes() const { return stage_rows() * kStageRow; }
+  // Byte offset of the packed tile's row 0 in the block's buffer (staged windows first).
+  constexpr int packed_at() const { return stage_bytes() + guard(); }
+  constexpr int smem() const { return stage_bytes() + tr * kRowBytes + 2 * guard(); }
+
+  static constexpr PackedRealignGeometry Make(int e, int tr, int block_rows) {
+    PackedRealignGeometry g;
+    g.e = e;
+    g.tr = tr;
+    g.nt = 32 * block_rows;
+    return g;
+  }
+  constexpr const char* Invalid() const {
+    if (e != 1 && e != 2) return "packed realign is for 1- and 2-byte elements";
+    if (nt < 32 || nt > 1024) return "thread count";
+    if (tr < v() || tr % v() != 0) return "tile rows must be a multiple of 16 bytes of elements";
+    if (lanes() % 8 != 0) return "packed realign writes 8 windows per output row and warp";
+    if (write_units() % nt != 0) return "packed realign needs every thread in every write step";
+    if (smem() > 48 * 1024) return "shared memory with staging and guard rows over 48 KiB";
+    return nullptr;
+  }
+
+  // Column (element index in the tile row) held by byte slot b of shared word q.
+  TR_HD constexpr int ColumnOf(int q, int b) const {
+    return (q / period()) * period() * w() + q % period() + period() * b;
+  }
+  // Byte offset of word q of packed row r from packed row 0 (r may be a guard row:
+  // -v() <= r < tr + v()).
+  TR_HD constexpr int Offset(int r, int q) const {
+    const int rb = r + 8 * v();  // >= 0; shifts r / v by 8 and r by a multiple of 8
+    const int f = (rb / v() + rb) & 7;
+    return r * kRowBytes + (((q >> 2) ^ f) << 4) + ((q & 3) << 2);
+  }
+  // Staged window `win` (0..8) of tile row r (-v() <= r < tr), from the buffer's start.
+  TR_HD constexpr int StageOffset(int r, int win) const {
+    return (r + v()) * kStageRow + 16 * win;
+  }
+  // Load unit u = tid + k * nt (u < load_units()): tile row LoadRow(u) (from -v()), half
+  // LoadHalf(u) (words 16 h ..).
+  TR_HD constexpr int LoadHalf(int u) const { return u & 1; }
+  TR_HD constexpr int LoadRow(int u) const { return (u >> 1) - v(); }
+  // Write unit u = tid + k * nt: shared word WriteWord(u), window WriteLane(u).
+  TR_HD constexpr int WriteWord(int u) const { return 4 * ((u >> 5) & 7) + (u & 3); }
+  TR_HD constexpr int WriteLane(int u) const { return ((u >> 8) << 3) + ((u >> 2) & 7); }
+};
+
+// Realigns 64 bytes: x holds 20 words read from an aligned address A (x[16..19] may be anything
+// when o == 0); afterwards y[i] holds bytes o + 4i .. o + 4i + 3 of x (0 <= o < 16). Selects and
+// funnel shifts only, so everything stays in registers.
+TR_HD constexpr void ShiftWindows(const uint32_t (&x)[20], int o, uint32_t (&y)[16]) {
+  uint32_t a[19] = {}, b[17] = {};
+  const bool s1 = (o & 4) != 0, s2 = (o & 8) != 0;
+  TR_UNROLL
+  for (int i = 0; i < 19; ++i) a[i] = s1 ? x[i + 1] : x[i];
+  TR_UNROLL
+  for (int i = 0; i < 17; ++i) b[i] = s2 ? a[i + 2] : a[i];
+  TR_UNROLL
+  for (int i = 0; i < 16; ++i) y[i] = FunnelBytes(b[i], b[i + 1], o & 3);
+}
+
+// Interleaves 64 bytes of a tile row (y[i]: columns 4i / e ..) into the packed words of
+// PackedRealignGeometry: z[q] holds the columns ColumnOf(q, b) (b < 4 / e) of this half.
+template <int E>
+TR_HD constexpr void InterleaveColumns(const uint32_t (&y)[16], uint32_t (&z)[16]) {
+  static_assert(E == 1 || E == 2, "packed words hold 1- or 2-byte elements");
+  if constexpr (E == 1) {
+    // One block of 64 columns: z[q] = bytes q, q + 16, q + 32, q + 48.
+    TR_UNROLL
+    for (int a = 0; a < 4; ++a) {
+      const uint32_t in[4] = {y[a], y[4 + a], y[8 + a], y[12 + a]};
+      uint32_t t[4] = {};
+      Transpose4x4Bytes(in, t);
+      TR_UNROLL
+      for (int k = 0; k < 4; ++k) z[4 * a + k] = t[k];
+    }
+  } else {
+    // Two blocks of 16 columns: z[8h + q] = halves 16h + q and 16h + q + 8.
+    TR_UNROLL
+    for (int h = 0; h < 2; ++h)
+      TR_UNROLL
+      for (int a = 0; a < 4; ++a) {
+        const uint32_t in[2] = {y[8 * h + a], y[8 * h + 4 + a]};
+        uint32_t t[2] = {};
+        Transpose2x2Halves(in, t);
+        z[8 * h + 2 * a] = t[0];
+        z[8 * h + 2 * a + 1] = t[1];
+      }
+  }
+}
+
 // ---- Order of the one-tile-per-block walk. Tiles (ty, tx) and (ty + 1, tx) share the partly
 // written 32-byte sectors at both ends of their output row segments when rows are odd, and
 // (ty, tx) and (ty, tx + 1) the partly read sectors of their input rows; the walk should bring

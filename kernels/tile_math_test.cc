@@ -286,7 +286,144 @@ TEST(ShiftedRows, WriteMappingCoversEveryWindowOnceWithFewBankConflicts) {
     EXPECT_LE(sum, 2 * n) << name;
     if (g.e == 4) EXPECT_EQ(worst, 1) << name << " (pad 2: conflict-free)";
   }
-  EXPECT_GE(policies, 4);  // one per element size 1, 2, 4, 8
+  EXPECT_GE(policies, 2);  // 4- and 8-byte elements (1 and 2 bytes: the packed tiles)
+}
+
+TEST(PackedRealign, ShiftWindowsRealignsEveryOffset) {
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 50; ++iter) {
+    uint32_t x[20];
+    for (auto& v : x) v = rng();
+    unsigned char bytes[80];
+    std::memcpy(bytes, x, sizeof(bytes));
+    for (int o = 0; o < 16; ++o) {
+      uint32_t y[16];
+      ShiftWindows(x, o, y);
+      unsigned char got[64];
+      std::memcpy(got, y, sizeof(got));
+      for (int i = 0; i < 64; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "o=" << o << " i=" << i;
+    }
+  }
+}
+
+template <int E>
+void CheckInterleave(std::mt19937& rng) {
+  const PackedRealignGeometry g = PackedRealignGeometry::Make(E, 128, 8);
+  uint32_t y[16], z[16];
+  for (auto& v : y) v = rng();
+  InterleaveColumns<E>(y, z);
+  unsigned char row[64], packed[64];
+  std::memcpy(row, y, sizeof(row));
+  std::memcpy(packed, z, sizeof(packed));
+  // z is half 0 of a tile row: word q, slot b holds column ColumnOf(q, b).
+  for (int q = 0; q < 16; ++q)
+    for (int b = 0; b < g.w(); ++b) {
+      const int c = g.ColumnOf(q, b);
+      ASSERT_LT(c * E, 64);
+      ASSERT_EQ(std::memcmp(packed + 4 * q + E * b, row + E * c, E), 0) << "E=" << E << " q=" << q;
+    }
+}
+
+TEST(PackedRealign, InterleavedWordsHoldColumnsOfEqualMisalignment) {
+  std::mt19937 rng(12);
+  for (int i = 0; i < 20; ++i) {
+    CheckInterleave<1>(rng);
+    CheckInterleave<2>(rng);
+  }
+  for (int e : {1, 2}) {
+    const PackedRealignGeometry g = PackedRealignGeometry::Make(e, 128, 8);
+    std::vector<int> seen(g.tc(), 0);
+    for (int q = 0; q < 32; ++q)
+      for (int b = 0; b < g.w(); ++b) {
+        const int c = g.ColumnOf(q, b);
+        ASSERT_LT(c, g.tc());
+        ++seen[c];
+        // Columns of one word start their output rows at the same misalignment, for every
+        // output leading dimension.
+        for (int ld = 0; ld < 16; ++ld)
+          ASSERT_EQ((c * ld * e) % 16, (g.ColumnOf(q, 0) * ld * e) % 16) << e << " " << q;
+      }
+    for (int x : seen) ASSERT_EQ(x, 1);
+  }
+}
+
+TEST(PackedRealign, LayoutMappingAndBankConflicts) {
+  int policies = 0;
+  for (const Policy& row : kFamily) {
+    if (row.algorithm != Algorithm::kTile || row.tile.realign != 2) continue;
+    ++policies;
+    const PackedRealignGeometry g = row.tile.Packed();
+    const std::string name = row.Config().Name() + " e=" + std::to_string(row.elem);
+    ASSERT_EQ(g.Invalid(), nullptr) << name;
+    // The layout is a bijection of the tile's words (guard rows included) onto its bytes.
+    std::vector<int> owner(g.smem(), 0);
+    for (int r = -g.v(); r < g.tr + g.v(); ++r)
+      for (int q = 0; q < 32; ++q) {
+        const int off = g.Offset(r, q) + g.guard();
+        ASSERT_GE(off, 0) << name;
+        ASSERT_LT(off + 4, g.smem() + 1) << name;
+        ASSERT_EQ(off % 4, 0);
+        ASSERT_EQ(owner[off]++, 0) << name << " r=" << r << " q=" << q;
+      }
+    // Staged windows stay below the packed tile and its upper guard rows.
+    EXPECT_EQ(g.StageOffset(-g.v(), 0), 0) << name;
+    EXPECT_LE(g.StageOffset(g.tr - 1, 8) + 16, g.stage_bytes()) << name;
+    // Every (row, half) is loaded once (the v rows above the tile included) and every
+    // (word, window) written once.
+    std::vector<int> loads(2 * g.stage_rows(), 0), writes(32 * g.lanes(), 0);
+    for (int tid = 0; tid < g.nt; ++tid) {
+      for (int k = 0; k < g.nl(); ++k) {
+        const int u = tid + k * g.nt;
+        if (u < g.load_units()) ++loads[2 * (g.LoadRow(u) + g.v()) + g.LoadHalf(u)];
+      }
+      for (int k = 0; k < g.nw(); ++k) {
+        const int u = tid + k * g.nt;
+        ASSERT_LT(g.WriteLane(u), g.lanes()) << name;
+        ++writes[32 * g.WriteLane(u) + g.WriteWord(u)];
+      }
+    }
+    for (int x : loads) ASSERT_EQ(x, 1) << name;
+    for (int x : writes) ASSERT_EQ(x, 1) << name;
+    // Load: each quarter warp's 16-byte stores hit at most 2 of the 8 threads on one chunk of
+    // banks, mostly 1; the staged reads (row stride 144 bytes) are conflict-free.
+    int sum = 0, n = 0;
+    for (int k = 0; k < g.nl(); ++k)
+      for (int chunk = 0; chunk < 5; ++chunk)
+        for (int t0 = 0; t0 < g.nt; t0 += 8) {
+          std::vector<int> packed(8, 0), staged(8, 0);
+          for (int tid = t0; tid < t0 + 8; ++tid) {
+            const int u = tid + k * g.nt;
+            if (u >= g.load_units()) continue;
+            const int r = g.LoadRow(u), h = g.LoadHalf(u);
+            if (chunk < 4) ++packed[((g.Offset(r, 16 * h + 4 * chunk) + g.guard()) / 16) % 8];
+            ++staged[(g.StageOffset(r, 4 * h + chunk) / 16) % 8];
+          }
+          const int deg = *std::max_element(packed.begin(), packed.end());
+          if (chunk < 4) {
+            ASSERT_LE(deg, 2) << name;
+            sum += deg, ++n;
+          }
+          for (int x : staged) ASSERT_LE(x, 1) << name;
+        }
+    EXPECT_LE(sum, n + n / 4) << name;
+    // Write: a warp's word reads hit 32 distinct banks for every output base misalignment and
+    // leading dimension, every window and every row of the window.
+    for (int base = 0; base < 16; base += g.e)
+      for (int ld = 0; ld < 16; ++ld)
+        for (int k = 0; k < g.nw(); ++k)
+          for (int w0 = 0; w0 < g.nt; w0 += 32)
+            for (int j = 0; j < g.v(); ++j) {
+              std::vector<int> used(32, 0);
+              for (int tid = w0; tid < w0 + 32; ++tid) {
+                const int u = tid + k * g.nt;
+                const int q = g.WriteWord(u), lane = g.WriteLane(u);
+                const int p = (base + g.ColumnOf(q, 0) * ld * g.e) % 16;
+                ++used[((g.Offset(lane * g.v() - p / g.e + j, q) + g.guard()) / 4) % 32];
+              }
+              for (int x : used) ASSERT_EQ(x, 1) << name << " base=" << base << " ld=" << ld;
+            }
+  }
+  EXPECT_GE(policies, 2);  // 1- and 2-byte elements
 }
 
 // The tile walk goes down first where there are more tile columns than rows, or where the input

@@ -1,0 +1,268 @@
+// The packed realigning tile agent (TilePolicy realign 2, kernels/policy.h): 1- and 2-byte
+// elements on rows of any alignment, with 16-byte global accesses on both sides and 4-byte
+// shared-memory gathers (the element-size tiles move one element per memory instruction at every
+// step, the shifted tiles of realign 1 gather one element per shared read). Phases:
+//   StageTile  global -> shared: the aligned 16-byte windows around every tile row and the
+//              16 / E rows above the tile, as they lie (cp.async, coalesced);
+//   PackTile   staging -> registers -> packed tile: each thread takes the 5 windows around 64
+//              bytes of a tile row, realigns them in registers (ShiftWindows), interleaves the
+//              columns whose output rows share a misalignment into words (InterleaveColumns)
+//              and stores 4 16-byte chunks;
+//   WriteTile  shared -> registers -> global: each thread gathers one word of 16 / E input rows
+//              (shifted by its output rows' misalignment), transposes them in registers
+//              (TransposePackedWords) and stores one aligned 16-byte window of 4 / E output rows
+//              (a warp: 128 contiguous bytes of each output row it writes); the window that
+//              straddles two tiles is the lower tile's, whole (the rows above were staged);
+//   WriteTail  where the next tile down is an edge tile: the partial window after the last;
+//   EdgeTile   tiles cut by the matrix edge: predicated element copies through shared memory.
+// Layout, thread mapping and the register steps are PackedRealignGeometry's and tile_math.h's
+// (tested on the CPU: bijective layout, every unit once, no bank conflicts).
+//
+// Internal to kernels/. Stateless launchers; thread-safe.
+#pragma once
+
+#include "kernels/device_common.cuh"
+
+namespace transposed::kernels::internal {
+
+template <int E, int TR, int BR>
+struct PackedRealignAgent {
+  static constexpr PackedRealignGeometry kG = PackedRealignGeometry::Make(E, TR, BR);
+  static_assert(kG.Invalid() == nullptr, "inconsistent packed realign geometry");
+  static constexpr int NT = kG.nt, V = kG.v(), W = kG.w(), TC = kG.tc(), NL = kG.nl(),
+                       NW = kG.nw(), P = kG.period();
+  static constexpr int kRow = PackedRealignGeometry::kRowBytes;
+  static constexpr int kGuard = kG.guard();
+  static constexpr int kSmemBytes = kG.smem();
+  // Edge tiles use a plain row-major layout of kEdgeRow-byte rows from the buffer's start (one
+  // word of padding per row spreads a column's elements over the banks).
+  static constexpr int kEdgeRow = kRow + 4;
+  static_assert(TR * kEdgeRow <= kSmemBytes, "edge layout must fit the buffer");
+  // 1-byte elements: one pack unit's registers at a time, and blocks for half the SM's threads
+  // (at most 64 registers a thread; H100: 101 registers and 25% occupancy before, 8191x6143 u8
+  // 60% -> 66% of the copy, 9261x53861 u8 68% -> 77%). 2-byte elements: unrolled, no minimum
+  // (0: none; ptxas gives 57-62 registers, but 120 with a minimum of 1 block; 6143x8191 bf16
+  // 82% against 75% with the 1-byte settings).
+  static constexpr bool kPackOneAtATime = E == 1;
+  static constexpr int kMinBlocks = E == 1 && NT < 1024 ? 1024 / NT : 0;
+
+  struct Tile {
+    const unsigned char* in;
+    unsigned char* out;
+    int nr, nc;
+    __device__ __forceinline__ bool full() const { return nr == TR && nc == TC; }
+  };
+
+  const Args a;  // by value: the address of a kernel parameter is never taken
+  const int tid;
+
+  __device__ __forceinline__ explicit PackedRealignAgent(const Args& args)
+      : a(args), tid(threadIdx.x) {}
+
+  __device__ __forceinline__ Tile At(int64_t z, int64_t ty, int64_t tx) const {
+    const int64_t r0 = ty * TR, c0 = tx * TC;
+    Tile t;
+    t.in = a.in + InputOffset(z, r0, c0, a.rows, a.ldi, E);
+    t.out = a.out + OutputOffset(z, r0, c0, a.cols, a.ldo, E);
+    t.nr = static_cast<int>(std::min<int64_t>(TR, a.rows - r0));
+    t.nc = static_cast<int>(std::min<int64_t>(TC, a.cols - c0));
+    return t;
+  }
+
+  // Full tiles whose last staged window stays inside the input buffer (the last row's windows
+  // end up to 144 bytes past the aligned address below it).
+  __device__ __forceinline__ bool Interior(const Tile& t) const {
+    if (!t.full()) return false;
+    const unsigned char* last = t.in + static_cast<int64_t>(TR - 1) * a.ldi * E;
+    return last - (reinterpret_cast<uintptr_t>(last) & 15) + PackedRealignGeometry::kStageRow <=
+           a.in_end;
+  }
+
+  // ---- Phase 1: the aligned windows around every tile row (and the V rows above the tile
+  // where it has some: `above`), global -> staging (cp.async, neighbouring threads on
+  // neighbouring windows). The caller commits, waits and synchronises.
+  __device__ __forceinline__ void StageTile(const Tile& t, unsigned char* stage,
+                                            bool above) const {
+    constexpr PackedRealignGeometry G = kG;
+    constexpr int kWin = PackedRealignGeometry::kStageWindows;
+#pragma unroll
+    for (int k = 0; k < G.ns(); ++k) {
+      const int u = tid + k * NT;
+      if (G.stage_units() % NT == 0 || u < G.stage_units()) {
+        const int r = u / kWin - V, win = u % kWin;
+        const unsigned char* row = t.in + static_cast<int64_t>(r) * a.ldi * E;
+        const int o = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
+        if ((above || r >= 0) && (win < kWin - 1 || o != 0))
+          CpAsync16(stage + G.StageOffset(r, win), row - o + 16 * win);
+      }
+    }
+  }
+
+  // ---- Phase 2: staged windows -> registers (realigned, interleaved) -> packed tile.
+  __device__ __forceinline__ void PackUnit(int k, const Tile& t, const unsigned char* stage,
+                                           unsigned char* sm, bool above) const {
+    constexpr PackedRealignGeometry G = kG;
+    const int u = tid + k * NT;
+    const int row = G.LoadRow(u), h = G.LoadHalf(u);
+    if ((G.load_units() % NT == 0 || u < G.load_units()) && (above || row >= 0)) {
+      const int o = static_cast<int>(
+          reinterpret_cast<uintptr_t>(t.in + static_cast<int64_t>(row) * a.ldi * E) & 15);
+      uint32_t x[20], y[16], z[16];
+#pragma unroll
+      for (int i = 0; i < 5; ++i) LoadWords<16>(stage + G.StageOffset(row, 4 * h + i), x + 4 * i);
+      ShiftWindows(x, o, y);
+      InterleaveColumns<E>(y, z);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) StoreWords<16>(sm + G.Offset(row, 16 * h + 4 * i), z + 4 * i);
+    }
+  }
+  __device__ __forceinline__ void PackTile(const Tile& t, const unsigned char* stage,
+                                           unsigned char* sm, bool above) const {
+    if constexpr (kPackOneAtATime) {
+#pragma unroll 1
+      for (int k = 0; k < NL; ++k) PackUnit(k, t, stage, sm, above);
+    } else {
+#pragma unroll
+      for (int k = 0; k < NL; ++k) PackUnit(k, t, stage, sm, above);
+    }
+  }
+
+  // One output window of the W output rows of word q: input rows r .. r + V - 1 (r may start in
+  // the rows above the tile or end in the guard rows below).
+  __device__ __forceinline__ void Gather(const unsigned char* sm, int q, int r,
+                                         uint32_t (&o)[W][4]) const {
+    constexpr PackedRealignGeometry G = kG;
+    uint32_t wv[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      wv[j] = *reinterpret_cast<const uint32_t*>(sm + G.Offset(r + j, q));
+    TransposePackedWords<E, V, W, 4>(wv, o);
+  }
+
+  // ---- Phase 3: window `lane` of output rows ColumnOf(q, b), all starting p bytes past a
+  // 16-byte boundary: window 0 begins p bytes before the tile's segment, in the tile above's
+  // (whole when `above`: those rows were staged; from byte p otherwise).
+  __device__ __forceinline__ void WriteTile(const Tile& t, const unsigned char* sm,
+                                            bool above) const {
+    constexpr PackedRealignGeometry G = kG;
+    const int64_t row_step = static_cast<int64_t>(P) * a.ldo * E;  // output row c -> c + P
+#pragma unroll
+    for (int k = 0; k < NW; ++k) {
+      const int u = tid + k * NT;
+      const int q = G.WriteWord(u), lane = G.WriteLane(u);
+      unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
+      const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+      uint32_t o[W][4];
+      Gather(sm, q, lane * V - p / E, o);
+      unsigned char* base = seg - p + 16 * lane;
+#pragma unroll
+      for (int b = 0; b < W; ++b, base += row_step) {
+        if (above || lane != 0 || p == 0) {
+          StoreWords<16>(base, o[b]);
+        } else {
+          StoreWindowRange<E>(base, o[b], p, 16);
+        }
+      }
+    }
+  }
+
+  // ---- Phase 3b, where the next tile down does not take this path (edge tile, or none): the
+  // tile's last p bytes of every output row, as the partial window after the last lane (warp 0).
+  __device__ __forceinline__ void WriteTail(const Tile& t, const unsigned char* sm) const {
+    constexpr PackedRealignGeometry G = kG;
+    if (tid >= 32) return;
+    const int64_t row_step = static_cast<int64_t>(P) * a.ldo * E;
+    const int q = tid;
+    unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
+    const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+    if (p == 0) return;
+    uint32_t o[W][4];
+    Gather(sm, q, TR - p / E, o);
+    unsigned char* base = seg - p + 16 * G.lanes();
+#pragma unroll
+    for (int b = 0; b < W; ++b, base += row_step) StoreWindowRange<E>(base, o[b], 0, p);
+  }
+
+  // ---- Edge tile: predicated element copies global -> shared -> global (one barrier between
+  // the halves; the caller synchronises before reusing the buffer).
+  __device__ __forceinline__ void EdgeTile(const Tile& t, unsigned char* buf) const {
+    for (int q = tid; q < TR * TC; q += NT) {
+      const int row = q / TC, col = q % TC;
+      if (row < t.nr && col < t.nc)
+        CopyBytes<E>(buf + row * kEdgeRow + col * E,
+                     t.in + (static_cast<int64_t>(row) * a.ldi + col) * E);
+    }
+    __syncthreads();
+    for (int q = tid; q < TR * TC; q += NT) {
+      const int oc = q / TR, orow = q % TR;
+      if (oc < t.nc && orow < t.nr)
+        CopyBytes<E>(t.out + (static_cast<int64_t>(oc) * a.ldo + orow) * E,
+                     buf + orow * kEdgeRow + oc * E);
+    }
+  }
+};
+
+// One tile per block per step of a grid-stride walk, tile rows or columns fastest
+// (TilesDownFirst), as TileKernel.
+template <int E, int TR, int BR>
+__global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, BR>::kMinBlocks)
+    PackedRealignKernel(Args a) {
+  using Agent = PackedRealignAgent<E, TR, BR>;
+  constexpr int TC = Agent::TC;
+  __shared__ __align__(16) unsigned char sm_raw[Agent::kSmemBytes];
+  unsigned char* const sm = sm_raw + Agent::kG.packed_at();
+  const Agent agent(a);
+  const int64_t ntr = (a.rows + TR - 1) / TR;
+  const int64_t ntc = (a.cols + TC - 1) / TC;
+  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
+  const int64_t bx = down ? blockIdx.y : blockIdx.x, gx = down ? gridDim.y : gridDim.x;
+  const int64_t by = down ? blockIdx.x : blockIdx.y, gy = down ? gridDim.x : gridDim.y;
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
+    for (int64_t ty = by; ty < ntr; ty += gy) {
+      for (int64_t tx = bx; tx < ntc; tx += gx) {
+        const typename Agent::Tile t = agent.At(z, ty, tx);
+        if (agent.Interior(t)) {
+          const bool above = ty > 0;  // rows above the tile in this matrix
+          agent.StageTile(t, sm_raw, above);
+          CpAsyncCommit();
+          CpAsyncWait<0>();
+          __syncthreads();
+          agent.PackTile(t, sm_raw, sm, above);
+          __syncthreads();
+          agent.WriteTile(t, sm, above);
+          // The next tile down writes this tile's last bytes (its window 0) only if it takes
+          // this path too.
+          if (ty + 1 == ntr || !agent.Interior(agent.At(z, ty + 1, tx))) agent.WriteTail(t, sm);
+        } else {
+          agent.EdgeTile(t, sm_raw);
+        }
+        __syncthreads();  // the next tile reuses the shared buffer
+      }
+    }
+  }
+}
+
+template <int E, int TR, int BR>
+Status LaunchPackedRealign(const Problem& p, const void* in, void* out, cudaStream_t s,
+                           const LaunchOptions&) {
+  constexpr int TC = PackedRealignAgent<E, TR, BR>::TC;
+  const Args a = MakeArgs(p, in, out);
+  const int64_t ntr = (p.rows + TR - 1) / TR, ntc = (p.cols + TC - 1) / TC;
+  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
+  const dim3 grid(CapGrid(down ? ntr : ntc, INT_MAX), CapGrid(down ? ntc : ntr, 65535),
+                  CapGrid(p.batch, 65535));
+  // The largest shared-memory carveout, so that as many blocks fit as registers allow (set once
+  // per process; a failure only costs occupancy).
+  static const bool carveout = [] {
+    cudaFuncSetAttribute(PackedRealignKernel<E, TR, BR>,
+                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                         cudaSharedmemCarveoutMaxShared);
+    cudaGetLastError();
+    return true;
+  }();
+  (void)carveout;
+  PackedRealignKernel<E, TR, BR><<<grid, 32 * BR, 0, s>>>(a);
+  return Launched();
+}
+
+}  // namespace transposed::kernels::internal
