@@ -12,7 +12,8 @@
 # on SIGTERM. Its log (copied by with_daemon once it stopped) must show the faulting candidate
 # killed a worker that was restarted. A value-exact request must be tuned apart and may answer
 # cublas.geam; a bit-exact one never (value_exact.log). Writes daemon.log and e2e.csv to OUT_DIR.
-# Exit 0 only if every check passed.
+# Exit 0 only if every check passed. E2E_PROBLEMS=FILE replaces the list of problems (one per line:
+# a label, then get's problem flags; an empty file leaves the value-exact checks only).
 set -uo pipefail
 bin=${1:?usage: cuda_e2e_test.sh BIN_DIR [OUT_DIR]}
 out=${2:-$(mktemp -d)}
@@ -68,13 +69,14 @@ while read -r label args; do
   check "$label: second source '$src2' is cache" [ "$src2" = cache ]
   check "$label: second variant '$v2' = '$v'" [ "$v2" = "$v" ]
   echo "$label,$v,$gbps,$cg,$ratio,$ts,$wall,$src2" | tee -a "$out/e2e.csv"
-done <<'PROBLEMS'
+done < <(if [ -n "${E2E_PROBLEMS:-}" ]; then cat "$E2E_PROBLEMS"; else cat <<'PROBLEMS'
 8192x8192_f32 --rows 8192 --cols 8192 --dtype f32
 4097x3001_f16 --rows 4097 --cols 3001 --dtype f16
 1048576x8_i8 --rows 1048576 --cols 8 --dtype i8
 4096x4096_f64 --rows 4096 --cols 4096 --dtype f64
 256x512x384_f16 --batch 256 --rows 512 --cols 384 --dtype f16
 PROBLEMS
+fi)
 
 # Value-exact answers (README "Value-exact answers") on an odd f32 problem: the bit-exact answer is
 # never cublas.geam and has no cublas.geam candidate; the value-exact request is tuned apart
