@@ -1,5 +1,6 @@
 """transposed.transpose on a GPU (label gpu): bit-exact against torch's x.t().contiguous() on
-every element size, odd shapes, strides and batches, and its bandwidth against torch's own
+every element size, odd shapes, strides and batches, value-exact (value_exact=True: NaN payloads
+may change) on f32 and f64, and its bandwidth against torch's own
 transpose and against the daemon's tuned figure. Runs under testing/with_daemon --backend cuda
 (TRANSPOSED_SERVER set). Prints a table; with TRANSPOSED_GPU_TEST_OUT=DIR also writes
 DIR/python_gpu.json. Exit status 1 on any mismatch, or when a large problem runs below
@@ -41,6 +42,16 @@ def random_tensor(shape, dtype):
 
 def same_bits(a, b):
     return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+def same_values(a, b):
+    """Value-exact: NaN exactly where b has NaN (any payload), every other element bit-equal."""
+    a, b = a.contiguous(), b.contiguous()
+    if tuple(a.shape) != tuple(b.shape):
+        return False
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    ints = {4: torch.int32, 8: torch.int64}[a.element_size()]
+    return torch.equal(nan_a, nan_b) and torch.equal(a.view(ints)[~nan_a], b.view(ints)[~nan_b])
 
 
 def gbps_of(fn, nbytes, reps=5, iters=20):
@@ -103,6 +114,23 @@ def main():
             failures.append("cupy: not bit-exact")
     except ImportError:
         print("cupy: not installed, skipped")
+
+    # Value-exact answers (README "Value-exact answers"): the daemon may answer cublas.geam (NaN
+    # payloads may change), which Launch runs; every element that is not a NaN must be bit-equal.
+    for rows, cols, dtype in [(4097, 3001, torch.float32), (5005, 1537, torch.float64)]:
+        x = random_tensor((rows, cols), dtype)
+        answer = client.get_config(rows, cols, transposed._launch._TORCH_DTYPES[str(dtype)],
+                                   policy="tune_if_missing", value_exact=True)
+        y = transposed.transpose(x, policy="tune_if_missing", value_exact=True)
+        torch.cuda.synchronize()
+        ok = (same_values(y, x.t().contiguous())
+              and answer.problem.exactness == transposed.pb.EXACTNESS_VALUE)
+        name = f"{rows}x{cols} {str(dtype).replace('torch.', '')} value-exact"
+        print(f"exact {name} ({answer.variant.name}): {'ok' if ok else 'MISMATCH'}")
+        results["exact"].append({"problem": name, "variant": answer.variant.name,
+                                 "value_exact": ok})
+        if not ok:
+            failures.append(f"{name}: not value-exact")
 
     print("\n| problem | variant (daemon) | daemon tuned GB/s | transposed.transpose GB/s | "
           "torch x.t().contiguous() GB/s | of tuned | vs torch |")
