@@ -31,8 +31,10 @@ DeviceClass ClassOf(const DeviceInfo& d) {
   f["library_version"] = d.library_version;
   if (d.backend == "cuda") {
     f["memory_bytes"] = std::to_string(d.memory_bytes);
+    // "cublas": the cuBLAS the worker loads (empty without one). A value-exact entry's winner may
+    // be cublas.geam, which runs only where that library loads (and is as fast only with it).
     for (const char* k : {"compute_capability", "sm_count", "l2_bytes", "memory_clock_khz",
-                          "memory_bus_width", "runtime_version"})
+                          "memory_bus_width", "runtime_version", "cublas"})
       f[k] = Attribute(d, k);
     f["driver_major"] = DriverMajor(Attribute(d, "driver_version"));
   } else if (d.backend == "cpu") {

@@ -62,11 +62,17 @@ TEST(DeviceClass, AnH100IsNeverAnH200) {
 TEST(DeviceClass, EveryListedFieldSplitsTheClass) {
   const DeviceInfo base = H100("GPU-1");
   for (const char* k : {"compute_capability", "sm_count", "l2_bytes", "memory_clock_khz",
-                        "memory_bus_width", "runtime_version"}) {
+                        "memory_bus_width", "runtime_version", "cublas"}) {
     DeviceInfo d = base;
     d.attributes[k] += "1";
     EXPECT_NE(ClassOf(base).key, ClassOf(d).key) << k;
   }
+  // A node whose worker loads no cuBLAS never gets a winner measured where cublas.geam ran.
+  DeviceInfo with_cublas = base;
+  with_cublas.attributes["cublas"] = "cuBLAS 13.1.0 (libcublas.so.13)";
+  DeviceInfo without = with_cublas;
+  without.attributes.erase("cublas");
+  EXPECT_NE(ClassOf(with_cublas).key, ClassOf(without).key);
   DeviceInfo lib = base;
   lib.library_version = "0.1.0+kffffffffff";
   EXPECT_NE(ClassOf(base).key, ClassOf(lib).key);
