@@ -9,8 +9,13 @@
 // measured it, and whether that is within 2% of the exhaustive winner. Exit status 1 if any tune
 // failed. Worker: --worker, else $TRANSPOSED_WORKER, else next to this binary. The seed is printed
 // and taken fresh unless --seed is given.
-//   tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING]
-//   tune_eval --random N [--seed S] [--max-mib M] [--worker PATH] [--csv FILE]
+//   --only A[,B...]   the problems whose name ("16384x16384 f32") contains one of the substrings
+//   --fast-only       no exhaustive tune (the exhaustive columns stay empty)
+//   --repeat N        each fast tune N times (its winner and GB/s per repeat, in the CSV)
+//   --breakdown FILE  where each fast tune spent its time (TuneResult::breakdown), one CSV row
+//                     per phase: problem,repeat,phase,seconds,count; a summary line on stderr
+//   tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING] [options above]
+//   tune_eval --random N [--seed S] [--max-mib M] [--worker PATH] [--csv FILE] [options above]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -35,9 +40,18 @@ int Main(int argc, char** argv) {
   uint64_t seed = 0;
   bool seed_given = false;
   int64_t max_mib = 2048;
+  bool fast_only = false;
+  int repeat = 1;
+  std::string breakdown_path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--random" && i + 1 < argc) {
+    if (a == "--fast-only") {
+      fast_only = true;
+    } else if (a == "--repeat" && i + 1 < argc) {
+      repeat = std::clamp(std::atoi(argv[++i]), 1, 100);
+    } else if (a == "--breakdown" && i + 1 < argc) {
+      breakdown_path = argv[++i];
+    } else if (a == "--random" && i + 1 < argc) {
       random_n = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--seed" && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
@@ -54,7 +68,8 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING]\n"
                    "       tune_eval --random N [--seed S] [--max-mib M] [--worker PATH] "
-                   "[--csv FILE]\n");
+                   "[--csv FILE]\n"
+                   "       either with [--fast-only] [--repeat N] [--breakdown FILE]\n");
       return 2;
     }
   }
@@ -83,7 +98,12 @@ int Main(int argc, char** argv) {
   emit(
       "problem,bytes,candidates,tune_s,pick,pick_gbps,ceiling_gbps,pick_pct_ceiling,"
       "exhaustive_s,exhaustive_best,exhaustive_best_gbps,pick_gbps_in_exhaustive,"
-      "pick_vs_best_pct,within_2pct,kind,elem,seed");
+      "pick_vs_best_pct,within_2pct,kind,elem,seed,repeat");
+  std::ofstream breakdown_file;
+  if (!breakdown_path.empty()) {
+    breakdown_file.open(breakdown_path);
+    breakdown_file << "problem,repeat,phase,seconds,count\n";
+  }
 
   std::vector<bench::RandomProblem> problems;
   if (random_n > 0) {
@@ -111,53 +131,105 @@ int Main(int argc, char** argv) {
   double worst_tune = 0;
   for (const bench::RandomProblem& rp : problems) {
     const Problem& p = rp.problem;
-    if (!only.empty() && p.ToString().find(only) == std::string::npos) continue;
-    auto f = RunTune(gpu, p, fast);
-    if (!f.ok()) {
-      std::fprintf(stderr, "%s: fast tune failed: %s\n", p.ToString().c_str(),
-                   f.status().ToString().c_str());
-      ++failures;
-      continue;
+    if (!only.empty()) {
+      // --only A,B: the problems whose name contains one of the substrings.
+      bool match = false;
+      for (size_t at = 0; at <= only.size() && !match;) {
+        const size_t comma = std::min(only.find(',', at), only.size());
+        match = p.ToString().find(only.substr(at, comma - at)) != std::string::npos;
+        at = comma + 1;
+      }
+      if (!match) continue;
     }
-    auto e = RunTune(gpu, p, exhaustive);
-    if (!e.ok()) {
+    std::vector<TuneResult> fasts;
+    for (int k = 0; k < repeat; ++k) {
+      auto f = RunTune(gpu, p, fast);
+      if (!f.ok()) {
+        std::fprintf(stderr, "%s: fast tune failed: %s\n", p.ToString().c_str(),
+                     f.status().ToString().c_str());
+        ++failures;
+        break;
+      }
+      const TimeBreakdown& b = f->breakdown;
+      std::fprintf(stderr,
+                   "%s: fast tune %.3f s, %d candidates: check %.3f s, quick %.3f s, final %.3f "
+                   "s (+ceiling %.3f s), open %.3f s, close %.3f s; worker: check prepare %.3f "
+                   "launch %.3f compare %.3f, measure warm-up %.3f samples %.3f (timed %.3f)\n",
+                   p.ToString().c_str(), f->tune_seconds, f->tried, b.seconds("tune.check"),
+                   b.seconds("tune.quick") + b.seconds("tune.ceiling"), b.seconds("tune.final"),
+                   b.seconds("tune.final.ceiling"), b.seconds("tune.open"),
+                   b.seconds("tune.close"), b.seconds("worker.check.prepare"),
+                   b.seconds("worker.check.launch"), b.seconds("worker.check.compare"),
+                   b.seconds("worker.measure.warmup") + b.seconds("worker.ceiling.warmup"),
+                   b.seconds("worker.measure.samples") + b.seconds("worker.ceiling.samples"),
+                   b.seconds("worker.measure.timed") + b.seconds("worker.ceiling.timed"));
+      if (breakdown_file.is_open()) {
+        for (const PhaseTime& ph : b.phases()) {
+          char row[512];
+          std::snprintf(row, sizeof(row), "%s,%d,%s,%.6f,%d\n", p.ToString().c_str(), k,
+                        ph.phase.c_str(), ph.seconds, ph.count);
+          breakdown_file << row << std::flush;
+        }
+      }
+      fasts.push_back(std::move(*f));
+    }
+    if (static_cast<int>(fasts.size()) < repeat) continue;
+    StatusOr<TuneResult> e = Status::Cancelled("--fast-only");
+    if (!fast_only) e = RunTune(gpu, p, exhaustive);
+    if (!fast_only && !e.ok()) {
       std::fprintf(stderr, "%s: exhaustive tune failed: %s\n", p.ToString().c_str(),
                    e.status().ToString().c_str());
       ++failures;
       continue;
     }
-    // The fast pick as the exhaustive run measured it (same long, side-by-side measurement).
-    double pick_in_e = 0;
-    for (const auto& c : e->candidates) {
-      if (c.candidate.name == f->best.name && c.measurement.valid) {
-        pick_in_e = EffectiveGBps(p.bytes(), c.measurement.median_s);
+    for (int k = 0; k < repeat; ++k) {
+      const TuneResult* f = &fasts[k];
+      // The fast pick as the exhaustive run measured it (same long, side-by-side measurement).
+      double pick_in_e = 0, best_e = 0, pct = 0;
+      bool ok2 = false;
+      if (e.ok()) {
+        for (const auto& c : e->candidates) {
+          if (c.candidate.name == f->best.name && c.measurement.valid) {
+            pick_in_e = EffectiveGBps(p.bytes(), c.measurement.median_s);
+          }
+        }
+        best_e = e->gbps();
+        pct = best_e > 0 ? 100.0 * pick_in_e / best_e : 0;
+        ok2 = pct >= 98.0;
+        within += ok2 ? 1 : 0;
       }
-    }
-    const double best_e = e->gbps();
-    const double pct = best_e > 0 ? 100.0 * pick_in_e / best_e : 0;
-    const bool ok2 = pct >= 98.0;
-    within += ok2 ? 1 : 0;
-    ++rows;
-    worst_tune = std::max(worst_tune, f->tune_seconds);
-    PerSize& ps = per_size[p.elem_size()];
-    ++ps.n;
-    ps.within += ok2 ? 1 : 0;
-    if (p.bytes() <= (int64_t{1} << 30)) ps.slowest_1g = std::max(ps.slowest_1g, f->tune_seconds);
-    for (const auto& c : e->candidates) {
-      if (!c.measurement.valid) {
-        std::fprintf(stderr, "%s: %s invalid: %s\n", p.ToString().c_str(), c.candidate.name.c_str(),
-                     c.measurement.error.c_str());
+      ++rows;
+      worst_tune = std::max(worst_tune, f->tune_seconds);
+      PerSize& ps = per_size[p.elem_size()];
+      ++ps.n;
+      ps.within += ok2 ? 1 : 0;
+      if (p.bytes() <= (int64_t{1} << 30)) ps.slowest_1g = std::max(ps.slowest_1g, f->tune_seconds);
+      if (e.ok() && k == 0) {
+        for (const auto& c : e->candidates) {
+          if (!c.measurement.valid) {
+            std::fprintf(stderr, "%s: %s invalid: %s\n", p.ToString().c_str(),
+                         c.candidate.name.c_str(), c.measurement.error.c_str());
+          }
+        }
       }
+      char line[1024];
+      if (e.ok()) {
+        std::snprintf(line, sizeof(line),
+                      "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f,%.2f,%s,%.1f,%.1f,%.2f,%s,%s,%d,%llu,%d",
+                      p.ToString().c_str(), static_cast<long long>(p.bytes()),
+                      f->candidates.size(), f->tune_seconds, f->best.name.c_str(), f->gbps(),
+                      f->ceiling_gbps(), 100.0 * f->gbps() / f->ceiling_gbps(), e->tune_seconds,
+                      e->best.name.c_str(), best_e, pick_in_e, pct, ok2 ? "yes" : "no",
+                      rp.kind.c_str(), p.elem_size(), static_cast<unsigned long long>(seed), k);
+      } else {
+        std::snprintf(line, sizeof(line), "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f,,,,,,,%s,%d,%llu,%d",
+                      p.ToString().c_str(), static_cast<long long>(p.bytes()),
+                      f->candidates.size(), f->tune_seconds, f->best.name.c_str(), f->gbps(),
+                      f->ceiling_gbps(), 100.0 * f->gbps() / f->ceiling_gbps(), rp.kind.c_str(),
+                      p.elem_size(), static_cast<unsigned long long>(seed), k);
+      }
+      emit(line);
     }
-    char line[1024];
-    std::snprintf(line, sizeof(line),
-                  "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f,%.2f,%s,%.1f,%.1f,%.2f,%s,%s,%d,%llu",
-                  p.ToString().c_str(), static_cast<long long>(p.bytes()), f->candidates.size(),
-                  f->tune_seconds, f->best.name.c_str(), f->gbps(), f->ceiling_gbps(),
-                  100.0 * f->gbps() / f->ceiling_gbps(), e->tune_seconds, e->best.name.c_str(),
-                  best_e, pick_in_e, pct, ok2 ? "yes" : "no", rp.kind.c_str(), p.elem_size(),
-                  static_cast<unsigned long long>(seed));
-    emit(line);
   }
   for (const auto& [e, ps] : per_size)
     std::fprintf(stderr,
@@ -167,9 +239,10 @@ int Main(int argc, char** argv) {
   if (random_n > 0)
     std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(seed));
   std::fprintf(stderr,
-               "summary: %d/%d fast picks within 2%% of the exhaustive winner; slowest "
+               "summary: %d/%d fast picks within 2%% of the exhaustive winner%s; slowest "
                "fast tune %.3f s; %d failures\n",
-               within, rows, worst_tune, failures);
+               within, rows, fast_only ? " (--fast-only: none compared)" : "", worst_tune,
+               failures);
   return failures ? 1 : 0;
 }
 

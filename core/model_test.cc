@@ -1,6 +1,7 @@
 #include "core/device.h"
 #include "core/hash.h"
 #include "core/measurement.h"
+#include "core/time_breakdown.h"
 #include "core/tune_result.h"
 
 #include <gtest/gtest.h>
@@ -148,6 +149,27 @@ TEST(PhaseTest, NamesRoundTrip) {
 TEST(AnswerSourceTest, Names) {
   EXPECT_STREQ(AnswerSourceName(AnswerSource::kCache), "cache");
   EXPECT_STREQ(AnswerSourceName(AnswerSource::kTuned), "tuned");
+}
+
+TEST(TimeBreakdownTest, SumsPhasesByNameInInsertionOrder) {
+  TimeBreakdown a;
+  a.Add("tune.check", 0.5);
+  a.Add("tune.quick", 0.25, 2);
+  a.Add("tune.check", 0.25);
+  TimeBreakdown b;
+  b.Add("worker.check.compare", 0.125);
+  b.Add("tune.quick", 0.5);
+  a.Merge(b);
+  ASSERT_EQ(a.phases().size(), 3u);
+  EXPECT_EQ(a.phases()[0].phase, "tune.check");
+  EXPECT_DOUBLE_EQ(a.seconds("tune.check"), 0.75);
+  EXPECT_EQ(a.count("tune.check"), 2);
+  EXPECT_DOUBLE_EQ(a.seconds("tune.quick"), 0.75);
+  EXPECT_EQ(a.count("tune.quick"), 3);
+  EXPECT_EQ(a.phases()[2].phase, "worker.check.compare");
+  EXPECT_DOUBLE_EQ(a.seconds("absent"), 0);
+  EXPECT_EQ(a.ToString(),
+            "tune.check=0.7500s/2 tune.quick=0.7500s/3 worker.check.compare=0.1250s/1");
 }
 
 }  // namespace

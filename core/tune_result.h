@@ -16,6 +16,7 @@
 #include "core/device.h"
 #include "core/measurement.h"
 #include "core/problem.h"
+#include "core/time_breakdown.h"
 
 namespace transposed {
 
@@ -68,6 +69,8 @@ struct TuneResult {
   bool incumbent_kept = false;  // TuneOptions::incumbent won again
   double tune_seconds = 0;
   int64_t tuned_at_unix_ms = 0;
+  // Where this process's tune spent its time (tuner/tuner.h); diagnostics, not stored or sent.
+  TimeBreakdown breakdown;
 
   double gbps() const { return EffectiveGBps(problem.bytes(), best_measurement.median_s); }
   double ceiling_gbps() const { return EffectiveGBps(problem.bytes(), ceiling.median_s); }

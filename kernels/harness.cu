@@ -1,6 +1,7 @@
 #include "transposed/kernels/harness.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -137,6 +138,11 @@ StatusOr<Timing> TimeLaunches(const std::function<Status(int pair)>& launch, int
                               uint64_t* rotate, cudaStream_t stream, const EventPool& events,
                               const TimingOptions& o) {
   if (pairs < 1) return Status::InvalidArgument("no buffers to time on");
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const Clock::time_point warm_start = Clock::now();
   const int warmup = std::max(1, o.warmup);
   TR_RETURN_IF_ERROR(Cuda(cudaEventRecord(events[0], stream), "cudaEventRecord"));
   for (int w = 0; w < warmup; ++w) TR_RETURN_IF_ERROR(launch((*rotate)++ % pairs));
@@ -150,6 +156,8 @@ StatusOr<Timing> TimeLaunches(const std::function<Status(int pair)>& launch, int
   Timing t;
   t.warmup = warmup;
   t.launches_per_sample = k;
+  t.warmup_wall_s = since(warm_start);
+  const Clock::time_point samples_start = Clock::now();
   const int batch_cap = events.size() - 1;
   double total = 0;
   while ((static_cast<int>(t.samples_s.size()) < o.min_samples || total < o.min_seconds) &&
@@ -173,6 +181,8 @@ StatusOr<Timing> TimeLaunches(const std::function<Status(int pair)>& launch, int
       total += x * k;
     }
   }
+  t.samples_wall_s = since(samples_start);
+  t.timed_s = total;
   return t;
 }
 

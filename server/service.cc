@@ -646,6 +646,8 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
           result->tune_seconds, result->tried, result->total, result->valid,
           options.incumbent.empty() ? "-" : options.incumbent, result->incumbent_kept,
           store_->read_only().empty() && saved.ok() ? "yes" : "no");
+      spdlog::debug("tune breakdown device={} problem={} {}", device, key,
+                    result->breakdown.ToString());
     } else {
       tunes_failed_.fetch_add(1);
       spdlog::info("tune failed device={} problem={} status={}", device, key,

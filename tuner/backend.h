@@ -19,6 +19,7 @@
 #include "core/measurement.h"
 #include "core/problem.h"
 #include "core/status.h"
+#include "core/time_breakdown.h"
 #include "core/tune_result.h"
 
 namespace transposed {
@@ -34,6 +35,10 @@ class Session {
   virtual StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& opt) = 0;
   // Times the device's copy of the same byte count (the ceiling), the same way.
   virtual StatusOr<Measurement> MeasureCeiling(const MeasureOptions& opt) = 0;
+  // Phases timed inside the device since the last call (an out-of-process worker's requests and
+  // their parts, "worker.check.compare"...), then forgotten; none for an in-process session,
+  // whose calls the tuner times itself.
+  virtual TimeBreakdown TakePhases() { return {}; }
 };
 
 class Backend {

@@ -21,6 +21,15 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Runs fn() and adds its wall time to `phase` of *b.
+template <typename Fn>
+auto Timed(TimeBreakdown* b, const char* phase, Fn&& fn) {
+  const Clock::time_point t0 = Clock::now();
+  auto r = fn();
+  b->Add(phase, SecondsSince(t0));
+  return r;
+}
+
 bool Cancelled(const std::atomic<bool>* cancel) {
   return cancel != nullptr && cancel->load(std::memory_order_relaxed);
 }
@@ -102,16 +111,20 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
   TuneResult result;
   result.problem = problem;
   result.device = backend.device();
+  TimeBreakdown* const bd = &result.breakdown;
 
-  const std::vector<Candidate> candidates = backend.Candidates(problem);
+  const std::vector<Candidate> candidates =
+      Timed(bd, "tune.candidates", [&] { return backend.Candidates(problem); });
   const int total = static_cast<int>(candidates.size());
   if (candidates.empty()) return Status::NotFound(NotFoundMessage(problem, {}));
 
-  TR_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, backend.Open(problem));
+  TR_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                      Timed(bd, "tune.open", [&] { return backend.Open(problem); }));
   if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
 
   {
-    StatusOr<Measurement> ceiling = session->MeasureCeiling(options.quick);
+    StatusOr<Measurement> ceiling =
+        Timed(bd, "tune.ceiling", [&] { return session->MeasureCeiling(options.quick); });
     result.ceiling = ceiling.ok() ? *ceiling : Measurement::Invalid(ceiling.status().ToString());
   }
 
@@ -134,13 +147,14 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
       r.measurement = Measurement::Invalid("time budget exhausted");
     } else {
       ++result.tried;
-      Status check = session->Check(r.candidate);
+      Status check = Timed(bd, "tune.check", [&] { return session->Check(r.candidate); });
       if (!check.ok()) {
         r.phase = Phase::kCheck;
         r.measurement = Measurement::Invalid(check.ToString());
       } else {
         r.phase = Phase::kQuick;
-        StatusOr<Measurement> m = session->Measure(r.candidate, options.quick);
+        StatusOr<Measurement> m =
+            Timed(bd, "tune.quick", [&] { return session->Measure(r.candidate, options.quick); });
         if (!m.ok()) {
           r.measurement = Measurement::Invalid(m.status().ToString());
         } else {
@@ -185,9 +199,12 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
       if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
       const int slot = (s + round) % slots;
       if (slot == slots - 1) {
-        acc[slot].Add(session->MeasureCeiling(round_opt));
+        acc[slot].Add(
+            Timed(bd, "tune.final.ceiling", [&] { return session->MeasureCeiling(round_opt); }));
       } else {
-        acc[slot].Add(session->Measure(candidates[finalists[slot]], round_opt));
+        acc[slot].Add(Timed(bd, "tune.final", [&] {
+          return session->Measure(candidates[finalists[slot]], round_opt);
+        }));
       }
     }
   }
@@ -216,9 +233,11 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
       for (int k = 0; k < 2; ++k) {
         if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
         if ((k + round) % 2 == 0) {
-          again[0].Add(session->Measure(candidates[best], round_opt));
+          again[0].Add(Timed(bd, "tune.remeasure",
+                             [&] { return session->Measure(candidates[best], round_opt); }));
         } else {
-          again[1].Add(session->MeasureCeiling(round_opt));
+          again[1].Add(Timed(bd, "tune.remeasure.ceiling",
+                             [&] { return session->MeasureCeiling(round_opt); }));
         }
       }
     }
@@ -246,10 +265,18 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
   for (const CandidateResult& r : result.candidates) result.valid += r.measurement.valid ? 1 : 0;
   if (best < 0) return Status::NotFound(NotFoundMessage(problem, result.candidates));
 
+  // The device's own phases, then the session closed (buffers freed) inside the tune's time.
+  bd->Merge(session->TakePhases());
+  {
+    const Clock::time_point t0 = Clock::now();
+    session.reset();
+    bd->Add("tune.close", SecondsSince(t0));
+  }
   result.incumbent_kept = best == incumbent;
   result.best = result.candidates[best].candidate;
   result.best_measurement = result.candidates[best].measurement;
   result.tune_seconds = SecondsSince(start);
+  bd->Add("tune.total", result.tune_seconds);
   result.tuned_at_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();

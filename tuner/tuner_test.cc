@@ -112,6 +112,26 @@ TEST(TunerTest, PicksTheLowestMedianAndFillsTheResult) {
   for (const char* n : {"a", "b", "c"}) EXPECT_EQ(backend.check_calls(n), 1) << n;
 }
 
+TEST(TunerTest, BreakdownCountsEveryPhaseOfTheSearch) {
+  FakeBackend backend({Timed("a", {3e-3}), Timed("b", {1e-3}), Timed("c", {2e-3})});
+  TuneOptions o;
+  o.finalists = 2;
+  o.finalist_margin = 0;
+  StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TimeBreakdown& b = r->breakdown;
+  EXPECT_EQ(b.count("tune.open"), 1);
+  EXPECT_EQ(b.count("tune.check"), 3);
+  EXPECT_EQ(b.count("tune.quick"), 3);
+  EXPECT_EQ(b.count("tune.final"), 2 * 3);  // two finalists, three rounds
+  EXPECT_EQ(b.count("tune.final.ceiling"), 3);
+  EXPECT_EQ(b.count("tune.close"), 1);
+  EXPECT_EQ(b.count("tune.total"), 1);
+  EXPECT_DOUBLE_EQ(b.seconds("tune.total"), r->tune_seconds);
+  EXPECT_LE(b.seconds("tune.check") + b.seconds("tune.quick") + b.seconds("tune.final"),
+            r->tune_seconds);
+}
+
 TEST(TunerTest, FailedCheckNeverWinsEvenIfFastest) {
   FakeBackend backend({Timed("slow", {2e-3}), FailsCheck("broken", 1e-6), Timed("ok", {1e-3})});
   StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), TuneOptions{});

@@ -36,6 +36,7 @@ class CudaEngine : public worker::Engine {
     return gpu_->MeasureCeiling(o);
   }
   bool broken() const override { return gpu_->context_broken(); }
+  TimeBreakdown TakePhases() override { return gpu_->TakePhases(); }
 
  private:
   std::unique_ptr<GpuWorker> gpu_;

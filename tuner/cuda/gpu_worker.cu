@@ -1,12 +1,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/version.h"
@@ -18,6 +20,12 @@
 
 namespace transposed::cuda_worker {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Timing and buffers are the shared harness's (transposed/kernels/harness.h), so the numbers the
 // daemon stores mean what transpose_bench's numbers mean.
@@ -95,6 +103,7 @@ class GpuWorkerImpl : public GpuWorker {
   }
 
   bool context_broken() const override { return broken_; }
+  TimeBreakdown TakePhases() override { return std::exchange(phases_, TimeBreakdown()); }
 
   StatusOr<DeviceInfo> Describe() override {
     TR_RETURN_IF_ERROR(Usable());
@@ -131,7 +140,9 @@ class GpuWorkerImpl : public GpuWorker {
     TR_RETURN_IF_ERROR(Usable());
     buffers_.reset();
     TR_RETURN_IF_ERROR(ValidateProblem(p, prop_.totalGlobalMem));
+    const Clock::time_point t0 = Clock::now();
     auto b = kernels::RotatingBuffers::Create(p, stream_);
+    phases_.Add("worker.open.alloc_fill", SecondsSince(t0));
     if (!b.ok()) return Noticed(b.status());
     buffers_ = std::move(*b);
     rotate_ = 0;
@@ -145,11 +156,17 @@ class GpuWorkerImpl : public GpuWorker {
 
   Status Check(const Candidate& c) override {
     TR_RETURN_IF_ERROR(Ready());
+    Clock::time_point t = Clock::now();
     TR_ASSIGN_OR_RETURN(Parsed parsed, Parse(c));
+    phases_.Add("worker.check.parse", SecondsSince(t));
     // Fresh input for every check, its reference, then the output poisoned to ~reference.
+    t = Clock::now();
     TR_RETURN_IF_ERROR(Noticed(buffers_->PrepareCheck(0x5eed0000ULL + (++check_seed_), stream_)));
+    phases_.Add("worker.check.prepare", SecondsSince(t));
+    t = Clock::now();
     TR_RETURN_IF_ERROR(LaunchOnce(parsed, c.name, 0));
     TR_RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream_), ("running " + c.name).c_str()));
+    phases_.Add("worker.check.launch", SecondsSince(t));
     // The check the open problem asks for: bit-exact, or value-exact (NaNs equal whatever their
     // payloads) for a member that canonicalizes NaNs on a value-exact problem. A member that does
     // not meet the problem's exactness fails outright (CandidateConfigs never offers it).
@@ -161,7 +178,9 @@ class GpuWorkerImpl : public GpuWorker {
     }
     const bool nan_equal = parsed.launch && parsed.launch->config().canonicalizes_nan() &&
                            exactness == Exactness::kValue;
+    t = Clock::now();
     Status s = Noticed(buffers_->CompareCheck(stream_, nan_equal));
+    phases_.Add("worker.check.compare", SecondsSince(t));
     if (s.code() == StatusCode::kFailedPrecondition)
       return Status::FailedPrecondition(c.name + ": " + s.message());
     return s;
@@ -169,8 +188,11 @@ class GpuWorkerImpl : public GpuWorker {
 
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override {
     TR_RETURN_IF_ERROR(Ready());
+    const Clock::time_point t = Clock::now();
     TR_ASSIGN_OR_RETURN(Parsed parsed, Parse(c));
-    return Time([&](int pair) { return LaunchOnce(parsed, c.name, pair); }, o, "transpose");
+    phases_.Add("worker.measure.parse", SecondsSince(t));
+    return Time([&](int pair) { return LaunchOnce(parsed, c.name, pair); }, o, "transpose",
+                "worker.measure");
   }
 
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override {
@@ -178,11 +200,12 @@ class GpuWorkerImpl : public GpuWorker {
     const kernels::RotatingBuffers& b = *buffers_;
     TR_ASSIGN_OR_RETURN(
         Measurement memcpy_m,
-        Time([&](int pair) { return kernels::LaunchMemcpy(b, pair, stream_); }, o, "memcpy_d2d"));
+        Time([&](int pair) { return kernels::LaunchMemcpy(b, pair, stream_); }, o, "memcpy_d2d",
+             "worker.ceiling"));
     TR_ASSIGN_OR_RETURN(
         Measurement copy_m,
         Time([&](int pair) { return kernels::LaunchCopy16(b, pair, stream_); }, o,
-             "copy16_kernel"));
+             "copy16_kernel", "worker.ceiling"));
     const bool memcpy_wins = memcpy_m.median_s <= copy_m.median_s;
     Measurement best = memcpy_wins ? memcpy_m : copy_m;
     // Record both in the winner's method.
@@ -266,9 +289,11 @@ class GpuWorkerImpl : public GpuWorker {
     return e == cudaSuccess ? Status::OK() : Cuda(e, ("launching " + name).c_str());
   }
 
-  // Times launch(pair) with the shared harness (kernels::TimeLaunches) and records the method.
+  // Times launch(pair) with the shared harness (kernels::TimeLaunches) and records the method;
+  // the harness's warm-up and sample wall times, and the device time of the samples, go to
+  // phase.warmup, phase.samples and phase.timed.
   StatusOr<Measurement> Time(const std::function<Status(int)>& launch, const MeasureOptions& o,
-                             const char* op) {
+                             const char* op, const std::string& phase) {
     kernels::TimingOptions t;
     t.warmup = o.warmup;
     t.min_samples = o.min_samples;
@@ -277,6 +302,9 @@ class GpuWorkerImpl : public GpuWorker {
     auto timing =
         kernels::TimeLaunches(launch, buffers_->pairs(), &rotate_, stream_, *events_, t);
     if (!timing.ok()) return Noticed(timing.status());
+    phases_.Add(phase + ".warmup", timing->warmup_wall_s);
+    phases_.Add(phase + ".samples", timing->samples_wall_s);
+    phases_.Add(phase + ".timed", timing->timed_s, static_cast<int>(timing->samples_s.size()));
     MeasureMethod method;
     method.timer = "cuda_event";  // the shared harness, transposed/kernels/harness.h
     method.op = op;
@@ -300,6 +328,7 @@ class GpuWorkerImpl : public GpuWorker {
   std::unique_ptr<kernels::RotatingBuffers> buffers_;
   uint64_t check_seed_ = 0;
   uint64_t rotate_ = 0;
+  TimeBreakdown phases_;  // since the last TakePhases
 };
 
 }  // namespace

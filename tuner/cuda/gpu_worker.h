@@ -13,6 +13,7 @@
 
 #include "core/problem.h"
 #include "core/status.h"
+#include "core/time_breakdown.h"
 #include "tuner/backend.h"
 
 namespace transposed::cuda_worker {
@@ -29,6 +30,8 @@ class GpuWorker {
   virtual StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) = 0;
   virtual StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) = 0;
   virtual bool context_broken() const = 0;
+  // The phases timed inside requests since the last call (worker::Engine::TakePhases).
+  virtual TimeBreakdown TakePhases() = 0;
 };
 
 // Visible CUDA devices (0 with a reason when there is no driver or no device).

@@ -93,6 +93,21 @@ StatusOr<Measurement> FromProto(const pb::Measurement& in) {
   return m;
 }
 
+void ToProto(const TimeBreakdown& in, pb::Response* out) {
+  for (const PhaseTime& p : in.phases()) {
+    pb::PhaseTime* t = out->add_phases();
+    t->set_phase(p.phase);
+    t->set_seconds(p.seconds);
+    t->set_count(p.count);
+  }
+}
+
+TimeBreakdown PhasesFromProto(const pb::Response& in) {
+  TimeBreakdown b;
+  for (const pb::PhaseTime& t : in.phases()) b.Add(t.phase(), t.seconds(), t.count());
+  return b;
+}
+
 void ToProto(const DeviceInfo& in, pb::Device* out) {
   out->set_backend(in.backend);
   out->set_uuid(in.uuid);

@@ -7,6 +7,7 @@
 #include "core/measurement.h"
 #include "core/problem.h"
 #include "core/status.h"
+#include "core/time_breakdown.h"
 #include "core/tune_result.h"
 #include "tuner/worker/worker.pb.h"
 
@@ -27,6 +28,10 @@ StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in);
 // INVALID_ARGUMENT naming "measurement.method.<field>".
 void ToProto(const Measurement& in, pb::Measurement* out);
 StatusOr<Measurement> FromProto(const pb::Measurement& in);
+
+// Appends every phase of `in` to out->phases().
+void ToProto(const TimeBreakdown& in, pb::Response* out);
+TimeBreakdown PhasesFromProto(const pb::Response& in);
 
 void ToProto(const DeviceInfo& in, pb::Device* out);
 DeviceInfo FromProto(const pb::Device& in);

@@ -15,6 +15,7 @@
 #include "core/measurement.h"
 #include "core/problem.h"
 #include "core/status.h"
+#include "core/time_breakdown.h"
 #include "core/tune_result.h"
 
 namespace transposed::worker {
@@ -33,6 +34,9 @@ class Engine {
   virtual StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) = 0;
   virtual StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) = 0;
   virtual bool broken() const = 0;
+  // The phases recorded inside requests since the last call ("worker.check.compare"...), then
+  // forgotten; the serve loop sends them with each response (worker.proto PhaseTime).
+  virtual TimeBreakdown TakePhases() = 0;
 };
 
 }  // namespace transposed::worker

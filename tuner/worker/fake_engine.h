@@ -43,6 +43,8 @@ class FakeEngine : public Engine {
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override;
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override;
   bool broken() const override { return broken_; }
+  // The fake has no phases inside a request (the serve loop still times each request).
+  TimeBreakdown TakePhases() override { return {}; }
 
  private:
   // Fails the way `name` is set up to fail (fault, crash, no open problem).

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -10,6 +11,32 @@
 #include "tuner/worker/frame.h"
 
 namespace transposed::worker {
+
+namespace {
+
+const char* RequestName(pb::Request::RequestCase c) {
+  switch (c) {
+    case pb::Request::kDescribe:
+      return "describe";
+    case pb::Request::kCandidates:
+      return "candidates";
+    case pb::Request::kOpen:
+      return "open";
+    case pb::Request::kClose:
+      return "close";
+    case pb::Request::kCheck:
+      return "check";
+    case pb::Request::kMeasure:
+      return "measure";
+    case pb::Request::kCeiling:
+      return "ceiling";
+    case pb::Request::REQUEST_NOT_SET:
+      break;
+  }
+  return "unknown";
+}
+
+}  // namespace
 
 pb::Response Dispatch(Engine* e, const Status& init_error, const pb::Request& req) {
   if (req.request_case() == pb::Request::REQUEST_NOT_SET)
@@ -88,7 +115,14 @@ int Serve(Engine* engine, const Status& init_error, int in_fd, int out_fd) {
     if (!req.ParseFromString(payload)) {
       response = ErrorResponse(Status::InvalidArgument("request: not a worker Request message"));
     } else {
+      const auto start = std::chrono::steady_clock::now();
       response = Dispatch(engine, init_error, req);
+      // The request's own time, then the engine's phases inside it.
+      TimeBreakdown phases;
+      phases.Add(std::string("worker.") + RequestName(req.request_case()),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (engine != nullptr) phases.Merge(engine->TakePhases());
+      ToProto(phases, &response);
     }
     const bool broken = engine != nullptr && engine->broken();
     if (broken) {

@@ -59,10 +59,10 @@ class DeviceWorker {
   }
 
   // Opens `p` in the worker for session `id` (starting the worker if needed).
-  Status Open(uint64_t id, const Problem& p) {
+  Status Open(uint64_t id, const Problem& p, TimeBreakdown* phases) {
     MutexLock lock(&mu_);
     TR_RETURN_IF_ERROR(EnsureStarted());
-    return OpenLocked(id, p);
+    return OpenLocked(id, p, phases);
   }
 
   void Close(uint64_t id) {
@@ -79,22 +79,24 @@ class DeviceWorker {
   // One session request about `what` (a candidate's name, or "the copy ceiling"). If the worker
   // dies on it, it is restarted and the session's problem re-opened before returning the error
   // (ABORTED, "worker died (how) while running what; restarted").
+  // The worker's phases of every answered request are added to *phases.
   StatusOr<pb::Response> SessionCall(uint64_t id, const Problem& p, const pb::Request& request,
-                                     const std::string& what) {
+                                     const std::string& what, TimeBreakdown* phases) {
     MutexLock lock(&mu_);
     if (!process_.running() || open_session_ != id) {
       TR_RETURN_IF_ERROR(EnsureStarted());
-      TR_RETURN_IF_ERROR(OpenLocked(id, p));
+      TR_RETURN_IF_ERROR(OpenLocked(id, p, phases));
     }
     auto r = process_.Call(request, timeout_s_);
     if (r.ok()) {
+      phases->Merge(PhasesFromProto(*r));
       if (r->has_error()) return ErrorStatus(r->error());
       return r;
     }
     // The worker is gone: say so, restart it and re-open the problem for the next candidate.
     std::string msg = "worker died (" + r.status().message() + ") while running " + what;
     Status restarted = EnsureStarted();
-    if (restarted.ok()) restarted = OpenLocked(id, p);
+    if (restarted.ok()) restarted = OpenLocked(id, p, phases);
     if (restarted.ok()) {
       msg += "; restarted";
     } else {
@@ -127,13 +129,14 @@ class DeviceWorker {
     return Status::OK();
   }
 
-  Status OpenLocked(uint64_t id, const Problem& p) REQUIRES(mu_) {
+  Status OpenLocked(uint64_t id, const Problem& p, TimeBreakdown* phases) REQUIRES(mu_) {
     pb::Request req;
     ToProto(p, req.mutable_open()->mutable_problem());
     auto r = process_.Call(req, timeout_s_);
     if (!r.ok())
       return Status::Unavailable("worker died while opening " + p.ToString() + ": " +
                                  r.status().message());
+    phases->Merge(PhasesFromProto(*r));
     if (r->has_error()) return ErrorStatus(r->error());
     open_session_ = id;
     return Status::OK();
@@ -151,21 +154,24 @@ class DeviceWorker {
 
 class WorkerSession : public Session {
  public:
-  WorkerSession(std::shared_ptr<DeviceWorker> worker, uint64_t id, Problem p)
-      : worker_(std::move(worker)), id_(id), problem_(std::move(p)) {}
+  WorkerSession(std::shared_ptr<DeviceWorker> worker, uint64_t id, Problem p,
+                TimeBreakdown open_phases)
+      : worker_(std::move(worker)), id_(id), problem_(std::move(p)),
+        phases_(std::move(open_phases)) {}
   ~WorkerSession() override { worker_->Close(id_); }
 
   Status Check(const Candidate& c) override {
     pb::Request req;
     ToProto(c, req.mutable_check()->mutable_candidate());
-    return worker_->SessionCall(id_, problem_, req, c.name).status();
+    return worker_->SessionCall(id_, problem_, req, c.name, &phases_).status();
   }
 
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& opt) override {
     pb::Request req;
     ToProto(c, req.mutable_measure()->mutable_candidate());
     ToProto(opt, req.mutable_measure()->mutable_options());
-    TR_ASSIGN_OR_RETURN(pb::Response r, worker_->SessionCall(id_, problem_, req, c.name));
+    TR_ASSIGN_OR_RETURN(pb::Response r,
+                        worker_->SessionCall(id_, problem_, req, c.name, &phases_));
     if (!r.has_measure()) return Status::Internal("worker: measure answered with another kind");
     return FromProto(r.measure().measurement());
   }
@@ -174,15 +180,18 @@ class WorkerSession : public Session {
     pb::Request req;
     ToProto(opt, req.mutable_ceiling()->mutable_options());
     TR_ASSIGN_OR_RETURN(pb::Response r,
-                        worker_->SessionCall(id_, problem_, req, "the copy ceiling"));
+                        worker_->SessionCall(id_, problem_, req, "the copy ceiling", &phases_));
     if (!r.has_ceiling()) return Status::Internal("worker: ceiling answered with another kind");
     return FromProto(r.ceiling().measurement());
   }
+
+  TimeBreakdown TakePhases() override { return std::exchange(phases_, TimeBreakdown()); }
 
  private:
   std::shared_ptr<DeviceWorker> worker_;
   const uint64_t id_;
   const Problem problem_;
+  TimeBreakdown phases_;  // the worker's, since the last TakePhases
 };
 
 class WorkerBackend : public Backend {
@@ -215,8 +224,10 @@ class WorkerBackend : public Backend {
   StatusOr<std::unique_ptr<Session>> Open(const Problem& p) override {
     TR_RETURN_IF_ERROR(ValidateProblem(p, device_.memory_bytes));
     const uint64_t id = worker_->NewSessionId();
-    TR_RETURN_IF_ERROR(worker_->Open(id, p));
-    return std::unique_ptr<Session>(std::make_unique<WorkerSession>(worker_, id, p));
+    TimeBreakdown phases;
+    TR_RETURN_IF_ERROR(worker_->Open(id, p, &phases));
+    return std::unique_ptr<Session>(
+        std::make_unique<WorkerSession>(worker_, id, p, std::move(phases)));
   }
 
   pid_t worker_pid() const { return worker_->pid(); }

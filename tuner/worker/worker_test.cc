@@ -494,6 +494,23 @@ TEST_F(FakeWorkerTest, TuneSurvivesAFatalCandidateAndTheWorkerIsRestarted) {
   EXPECT_EQ(r2->best.name, r->best.name);
 }
 
+TEST_F(FakeWorkerTest, TheWorkersRequestTimesReachTheTunesBreakdown) {
+  auto backend = Make();
+  ASSERT_NE(backend, nullptr);
+  TuneOptions opt;
+  auto r = RunTune(*backend, P(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TimeBreakdown& b = r->breakdown;
+  // Every request the session sent came back with the worker's own time of it.
+  EXPECT_EQ(b.count("worker.open"), 1);
+  EXPECT_EQ(b.count("worker.check"), 4);
+  EXPECT_EQ(b.count("worker.check"), b.count("tune.check"));
+  EXPECT_EQ(b.count("worker.measure"), b.count("tune.quick") + b.count("tune.final"));
+  EXPECT_EQ(b.count("worker.ceiling"), b.count("tune.ceiling") + b.count("tune.final.ceiling"));
+  // The round trip (daemon side) holds the worker's part.
+  EXPECT_GE(b.seconds("tune.check"), b.seconds("worker.check"));
+}
+
 TEST_F(FakeWorkerTest, CrashMidSessionIsRecordedAndTheSessionContinues) {
   auto backend = Make({"--crash-on", "fake.c1"});
   ASSERT_NE(backend, nullptr);

@@ -48,6 +48,11 @@ struct Timing {
   std::vector<double> samples_s;  // per-launch seconds, in the order taken
   int warmup = 0;
   int launches_per_sample = 1;
+  // Host wall time of the warm-up (launches, then waiting for them) and of the samples, and the
+  // device time the samples measured (sum of samples x launches): the rest is the harness's own.
+  double warmup_wall_s = 0;
+  double samples_wall_s = 0;
+  double timed_s = 0;
   double median_s() const;
   double min_s() const;
 };
