@@ -41,28 +41,62 @@ static __global__ void FillKernel(uint8_t* p, int64_t bytes, uint64_t seed) {
     p[i] = FillByte(seed, i);
 }
 
-// Every output element of `p` in `out` becomes the bitwise NOT of the same element of `expected`;
-// gaps between rows are left alone.
-static __global__ void PoisonKernel(uint8_t* out, const uint8_t* expected, int64_t rows,
-                                    int64_t cols, int64_t batch, int64_t ldo, int esize) {
-  const int64_t total = batch * cols * rows * esize;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += stride) {
-    const int64_t byte = i % esize;
-    const int64_t e = i / esize;
-    const int64_t r = e % rows;  // output column
-    const int64_t t = e / rows;  // b * cols + j
-    const int64_t off = (t * ldo + r) * esize + byte;
-    out[off] = static_cast<uint8_t>(~expected[off]);
-  }
+// Byte `o` of an output row (row_bytes = ld_out x E; its first elem_bytes = rows x E bytes are
+// elements, the rest the gap): the poison of `e`, the expected byte there.
+__device__ __forceinline__ uint8_t PoisonByte(uint8_t e, int64_t o, int64_t elem_bytes) {
+  return o < elem_bytes ? static_cast<uint8_t>(~e) : e;
 }
 
-static __global__ void CompareKernel(const uint8_t* a, const uint8_t* b, int64_t bytes,
-                                     unsigned long long* count, unsigned long long* first) {
+// The first `bytes` bytes of `out` (the output allocation) become: for output elements the bitwise
+// NOT of `expected`, for the gaps between rows `expected` itself (so that a check sees the gaps a
+// candidate must leave alone, whatever ran in the buffer before). 16-byte words when both
+// pointers allow it; one 64-bit division per word, per byte only for words across a row's end.
+static __global__ void PoisonKernel(uint8_t* out, const uint8_t* expected, int64_t bytes,
+                                    int64_t row_bytes, int64_t elem_bytes, int64_t words) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes;
-       i += stride) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool gaps = row_bytes != elem_bytes;
+  for (int64_t w = first; w < words; w += stride) {
+    uint4 x = reinterpret_cast<const uint4*>(expected)[w];
+    const int64_t off = gaps ? (w * 16) % row_bytes : 0;
+    if (!gaps || off + 16 <= elem_bytes) {
+      x.x = ~x.x, x.y = ~x.y, x.z = ~x.z, x.w = ~x.w;
+    } else if (!(off >= elem_bytes && off + 16 <= row_bytes)) {
+      uint8_t* b = reinterpret_cast<uint8_t*>(&x);
+      for (int j = 0; j < 16; ++j) b[j] = PoisonByte(b[j], (w * 16 + j) % row_bytes, elem_bytes);
+    }  // else: all gap, left as expected
+    reinterpret_cast<uint4*>(out)[w] = x;
+  }
+  for (int64_t i = words * 16 + first; i < bytes; i += stride)
+    out[i] = PoisonByte(expected[i], i % row_bytes, elem_bytes);
+}
+
+// Counts the mismatching bytes (count) and the first one (first): 16-byte words when both
+// pointers allow it, then the tail byte by byte.
+static __global__ void CompareKernel(const uint8_t* a, const uint8_t* b, int64_t bytes,
+                                     int64_t words, unsigned long long* count,
+                                     unsigned long long* first) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t w = start; w < words; w += stride) {
+    const uint4 x = reinterpret_cast<const uint4*>(a)[w];
+    const uint4 y = reinterpret_cast<const uint4*>(b)[w];
+    const uint32_t d[4] = {x.x ^ y.x, x.y ^ y.y, x.z ^ y.z, x.w ^ y.w};
+    if ((d[0] | d[1] | d[2] | d[3]) == 0) continue;
+    unsigned long long n = 0;
+    int64_t at = -1;
+    for (int q = 0; q < 4; ++q) {
+      for (int j = 0; j < 4; ++j) {
+        if ((d[q] >> (8 * j)) & 0xffu) {
+          ++n;
+          if (at < 0) at = w * 16 + q * 4 + j;  // little-endian: low byte first
+        }
+      }
+    }
+    atomicAdd(count, n);
+    atomicMin(first, static_cast<unsigned long long>(at));
+  }
+  for (int64_t i = words * 16 + start; i < bytes; i += stride) {
     if (a[i] != b[i]) {
       atomicAdd(count, 1ull);
       atomicMin(first, static_cast<unsigned long long>(i));
@@ -113,10 +147,17 @@ inline Status Fill(void* p, int64_t bytes, uint64_t seed, cudaStream_t s) {
   return Cuda(cudaGetLastError(), "fill");
 }
 
+inline bool Aligned16(const void* a, const void* b) {
+  return (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % 16 == 0;
+}
+
+// Poisons the output allocation of `p` in `out` from `expected` (PoisonKernel).
 inline Status Poison(const Problem& p, void* out, const void* expected, cudaStream_t s) {
-  PoisonKernel<<<Blocks(p.bytes()), 256, 0, s>>>(static_cast<uint8_t*>(out),
-                                                 static_cast<const uint8_t*>(expected), p.rows,
-                                                 p.cols, p.batch, p.out_ld(), p.elem_size());
+  const int64_t bytes = p.out_alloc_bytes();
+  const int64_t words = Aligned16(out, expected) ? bytes / 16 : 0;
+  PoisonKernel<<<Blocks(words > 0 ? words : bytes), 256, 0, s>>>(
+      static_cast<uint8_t*>(out), static_cast<const uint8_t*>(expected), bytes,
+      p.out_ld() * p.elem_size(), p.rows * p.elem_size(), words);
   return Cuda(cudaGetLastError(), "poison");
 }
 
@@ -124,13 +165,12 @@ inline Status Poison(const Problem& p, void* out, const void* expected, cudaStre
 // its element coordinates in the output (batch, row, col) when it lies inside the matrix.
 // nan_equal (4- and 8-byte elements only): elements compare equal when both are NaNs, whatever
 // their payloads (the check of members with canonicalizes_nan(); counts are then elements).
-inline Status CompareBytes(const Problem& p, const void* got, const void* want, int64_t bytes,
-                           cudaStream_t s, bool nan_equal = false) {
-  unsigned long long* d = nullptr;
-  Status st = Cuda(cudaMalloc(&d, 2 * sizeof(unsigned long long)), "malloc");
-  if (!st.ok()) return st;
+// `counters`: two device words the comparison may use (CompareBytes allocates them itself).
+inline Status CompareBytesWith(const Problem& p, const void* got, const void* want, int64_t bytes,
+                               cudaStream_t s, bool nan_equal, unsigned long long* counters) {
+  unsigned long long* d = counters;
   unsigned long long init[2] = {0, ~0ull};
-  st = Cuda(cudaMemcpyAsync(d, init, sizeof(init), cudaMemcpyHostToDevice, s), "memcpy");
+  Status st = Cuda(cudaMemcpyAsync(d, init, sizeof(init), cudaMemcpyHostToDevice, s), "memcpy");
   if (st.ok()) {
     const auto* g = static_cast<const uint8_t*>(got);
     const auto* w = static_cast<const uint8_t*>(want);
@@ -139,14 +179,15 @@ inline Status CompareBytes(const Problem& p, const void* got, const void* want, 
     } else if (nan_equal && p.elem_size() == 8) {
       CompareNanKernel<8><<<Blocks(bytes / 8), 256, 0, s>>>(g, w, bytes, d, d + 1);
     } else {
-      CompareKernel<<<Blocks(bytes), 256, 0, s>>>(g, w, bytes, d, d + 1);
+      const int64_t words = Aligned16(got, want) ? bytes / 16 : 0;
+      CompareKernel<<<Blocks(words > 0 ? words : bytes), 256, 0, s>>>(g, w, bytes, words, d,
+                                                                      d + 1);
     }
     st = Cuda(cudaGetLastError(), "compare");
   }
   unsigned long long res[2] = {0, 0};
   if (st.ok()) st = Cuda(cudaMemcpyAsync(res, d, sizeof(res), cudaMemcpyDeviceToHost, s), "memcpy");
   if (st.ok()) st = Cuda(cudaStreamSynchronize(s), "sync");
-  cudaFree(d);
   if (!st.ok()) return st;
   if (res[0] == 0) return Status::OK();
   const int64_t first = static_cast<int64_t>(res[1]);
@@ -161,6 +202,16 @@ inline Status CompareBytes(const Problem& p, const void* got, const void* want, 
   else
     where += " (outside the matrix: a gap or the guard)";
   return Status::Internal(std::to_string(res[0]) + " mismatching bytes, first at " + where);
+}
+
+inline Status CompareBytes(const Problem& p, const void* got, const void* want, int64_t bytes,
+                           cudaStream_t s, bool nan_equal = false) {
+  unsigned long long* d = nullptr;
+  Status st = Cuda(cudaMalloc(&d, 2 * sizeof(unsigned long long)), "malloc");
+  if (!st.ok()) return st;
+  st = CompareBytesWith(p, got, want, bytes, s, nan_equal, d);
+  cudaFree(d);
+  return st;
 }
 
 }  // namespace transposed::kernels::check

@@ -46,6 +46,7 @@ RotatingBuffers::~RotatingBuffers() {
   for (void* p : in_) cudaFree(p);
   for (void* p : out_) cudaFree(p);
   if (ref_) cudaFree(ref_);
+  if (counters_) cudaFree(counters_);
 }
 
 StatusOr<std::unique_ptr<RotatingBuffers>> RotatingBuffers::Create(const Problem& p,
@@ -89,6 +90,8 @@ StatusOr<std::unique_ptr<RotatingBuffers>> RotatingBuffers::Create(const Problem
     return Status::ResourceExhausted("cudaMalloc(reference) of " + std::to_string(out_b) +
                                      " bytes failed");
   }
+  TR_RETURN_IF_ERROR(Cuda(cudaMalloc(&b->counters_, 2 * sizeof(unsigned long long)),
+                          "cudaMalloc(check counters)"));
   // Random data everywhere (never time zeros), outputs included.
   for (int64_t i = 0; i < n; ++i) {
     TR_RETURN_IF_ERROR(check::Fill(b->in_[i], in_b, 1000 + 2 * i, stream));
@@ -102,20 +105,28 @@ int64_t RotatingBuffers::working_set_bytes() const {
   return pairs() * (problem_.in_alloc_bytes() + problem_.out_alloc_bytes());
 }
 
-Status RotatingBuffers::PrepareCheck(uint64_t seed, cudaStream_t stream) {
+Status RotatingBuffers::PrepareReference(uint64_t seed, cudaStream_t stream) {
   const int64_t in_b = problem_.in_alloc_bytes(), out_b = problem_.out_alloc_bytes();
   TR_RETURN_IF_ERROR(check::Fill(in_[0], in_b, seed, stream));
-  // The same pattern in the reference and the output, so their gaps agree.
+  // Random gaps in the reference: Poison copies them into the output, a check compares them.
   TR_RETURN_IF_ERROR(check::Fill(ref_, out_b, seed ^ 0x9e3779b97f4a7c15ull, stream));
-  TR_RETURN_IF_ERROR(check::Fill(out_[0], out_b, seed ^ 0x9e3779b97f4a7c15ull, stream));
   TR_RETURN_IF_ERROR(LaunchReference(problem_, in_[0], ref_, stream));
+  return Cuda(cudaStreamSynchronize(stream), "preparing the reference");
+}
+
+Status RotatingBuffers::PoisonOutput(cudaStream_t stream) {
   TR_RETURN_IF_ERROR(check::Poison(problem_, out_[0], ref_, stream));
-  return Cuda(cudaStreamSynchronize(stream), "preparing the check");
+  return Cuda(cudaStreamSynchronize(stream), "poisoning the output");
+}
+
+Status RotatingBuffers::PrepareCheck(uint64_t seed, cudaStream_t stream) {
+  TR_RETURN_IF_ERROR(PrepareReference(seed, stream));
+  return PoisonOutput(stream);
 }
 
 Status RotatingBuffers::CompareCheck(cudaStream_t stream, bool nan_equal) {
-  Status s = check::CompareBytes(problem_, out_[0], ref_, problem_.out_alloc_bytes(), stream,
-                                 nan_equal);
+  Status s = check::CompareBytesWith(problem_, out_[0], ref_, problem_.out_alloc_bytes(), stream,
+                                     nan_equal, counters_);
   if (s.ok() || s.message().find("mismatching") == std::string::npos) return s;
   return Status::FailedPrecondition("output differs from the reference: " + s.message());
 }

@@ -632,7 +632,11 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
     if (result.ok()) {
       result->device = devices_[device];
       // A read-only database (said once at start): the answer is served, not stored.
+      const auto store_start = std::chrono::steady_clock::now();
       Status saved = store_->read_only().empty() ? store_->SaveTune(*result) : Status::OK();
+      result->breakdown.Add("daemon.store", std::chrono::duration<double>(
+                                                std::chrono::steady_clock::now() - store_start)
+                                                .count());
       if (!saved.ok()) {
         // The answer is still good; the next request will tune again.
         spdlog::error("tune device={} problem={}: saving the result failed: {}", device, key,

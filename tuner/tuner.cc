@@ -122,11 +122,6 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
                       Timed(bd, "tune.open", [&] { return backend.Open(problem); }));
   if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
 
-  {
-    StatusOr<Measurement> ceiling =
-        Timed(bd, "tune.ceiling", [&] { return session->MeasureCeiling(options.quick); });
-    result.ceiling = ceiling.ok() ? *ceiling : Measurement::Invalid(ceiling.status().ToString());
-  }
 
   // The incumbent of a re-tune, if the backend still offers it.
   int incumbent = -1;
@@ -193,11 +188,29 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
   const MeasureOptions round_opt = RoundOptions(options.final, kFinalRounds);
   const int slots = static_cast<int>(finalists.size()) + 1;  // slot == finalists.size(): ceiling
   std::vector<RoundAccumulator> acc(slots);
+  std::vector<bool> active(slots, true);
   for (int round = 0; round < kFinalRounds; ++round) {
     if (round > 0 && SecondsSince(start) >= options.budget_seconds) break;
+    if (round > 0 && !options.exhaustive) {
+      // Drop the finalists already clearly slower than the best so far (and the failed ones).
+      double best_so_far = 0;
+      for (int s = 0; s < slots - 1; ++s) {
+        const Measurement m = acc[s].Combine();
+        if (m.valid && (best_so_far == 0 || m.median_s < best_so_far)) best_so_far = m.median_s;
+      }
+      for (int s = 0; s < slots - 1; ++s) {
+        const Measurement m = acc[s].Combine();
+        if (finalists[s] == incumbent || !active[s]) continue;
+        if (!m.valid || m.median_s > best_so_far * (1.0 + options.prune_margin)) {
+          active[s] = false;
+          bd->Add("tune.final.pruned", 0);
+        }
+      }
+    }
     for (int s = 0; s < slots; ++s) {
       if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
       const int slot = (s + round) % slots;
+      if (!active[slot]) continue;
       if (slot == slots - 1) {
         acc[slot].Add(
             Timed(bd, "tune.final.ceiling", [&] { return session->MeasureCeiling(round_opt); }));
@@ -208,8 +221,8 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
       }
     }
   }
-  Measurement final_ceiling = acc[slots - 1].Combine();
-  if (final_ceiling.valid || !result.ceiling.valid) result.ceiling = final_ceiling;
+  // The ceiling is measured in the final rounds only, side by side with the finalists.
+  result.ceiling = acc[slots - 1].Combine();
 
   int best = -1;
   for (int s = 0; s < slots - 1; ++s) {

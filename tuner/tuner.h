@@ -1,11 +1,15 @@
 // The tuner: given a Backend and a Problem, find the fastest valid candidate.
 //
 // Search: every candidate is checked bit-exact, then given a quick measurement; the leaders are
-// then re-measured side by side with longer measurements, and the best median wins. A winner whose
+// then re-measured side by side with longer measurements, in rounds, and the best median wins.
+// After each round, a finalist whose median so far is more than prune_margin slower than the best
+// so far is dropped from the later rounds (never the incumbent; none when exhaustive). A winner whose
 // rel_spread exceeds max_rel_spread is measured once more, side by side with the ceiling, and the
 // answer carries that re-measurement. A time
 // budget bounds the whole tune; candidates not reached within it are recorded as skipped.
-// The copy ceiling is measured in the same run, so every result carries its share of it.
+// The copy ceiling is measured in the same run (in the final rounds, side by side with the
+// finalists), so every result carries its share of it. TuneResult::breakdown says where the
+// tune's time went.
 //
 // Thread-safety: RunTune is reentrant, but the caller must not run two tunes on one device at
 // once (measurements must not overlap); the daemon serialises tunes per device.
@@ -32,9 +36,10 @@ struct TuneOptions {
   double budget_seconds = 20.0;   // wall-time budget of one tune
   bool exhaustive = false;        // long-measure every candidate (validation of the search)
   MeasureOptions quick{1, 3, 0.002, 50};     // first pass over all candidates
-  MeasureOptions final{3, 15, 0.03, 2000};   // side-by-side re-measure of the leaders
+  MeasureOptions final{3, 15, 0.02, 2000};   // side-by-side re-measure of the leaders
   int finalists = 4;              // how many leaders the final pass re-measures
-  double finalist_margin = 0.15;  // ...plus any within this fraction of the quick-pass best
+  double finalist_margin = 0.10;  // ...plus any within this fraction of the quick-pass best
+  double prune_margin = 0.03;     // final rounds: drop finalists this much slower than the best
   double max_rel_spread = kMaxTrustedRelSpread;  // re-measure a winner spread wider than this
   // The winner so far (a re-tune): measured whatever the budget and always a finalist, so that
   // it stays the winner unless another candidate measures faster side by side with it.

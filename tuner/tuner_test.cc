@@ -64,7 +64,7 @@ TEST(TunerTest, ANoisyWinnerIsRemeasured) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->best.name, "a");
   EXPECT_EQ(noisy.measure_calls("a"), 1 + 3 + 3);
-  EXPECT_EQ(noisy.ceiling_calls(), 1 + 3 + 3);
+  EXPECT_EQ(noisy.ceiling_calls(), 3 + 3);  // final rounds only, then the re-measure
   EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 1.1e-3);
   EXPECT_DOUBLE_EQ(r->best_measurement.rel_spread(), 0);
   EXPECT_NEAR(r->best_measurement.method.remeasured_after_rel_spread, 2, 1e-9);
@@ -75,7 +75,7 @@ TEST(TunerTest, ANoisyWinnerIsRemeasured) {
   r = RunTune(steady, SmallProblem(), TuneOptions{});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(steady.measure_calls("a"), 1 + 3);
-  EXPECT_EQ(steady.ceiling_calls(), 1 + 3);
+  EXPECT_EQ(steady.ceiling_calls(), 3);
   EXPECT_EQ(r->best_measurement.method.remeasured_after_rel_spread, 0);
   EXPECT_EQ(r->best_measurement.method.final_rounds, 3);
 
@@ -123,7 +123,9 @@ TEST(TunerTest, BreakdownCountsEveryPhaseOfTheSearch) {
   EXPECT_EQ(b.count("tune.open"), 1);
   EXPECT_EQ(b.count("tune.check"), 3);
   EXPECT_EQ(b.count("tune.quick"), 3);
-  EXPECT_EQ(b.count("tune.final"), 2 * 3);  // two finalists, three rounds
+  // Two finalists in round 0; c (twice as slow as b) is pruned from rounds 1 and 2.
+  EXPECT_EQ(b.count("tune.final"), 2 + 1 + 1);
+  EXPECT_EQ(b.count("tune.final.pruned"), 1);
   EXPECT_EQ(b.count("tune.final.ceiling"), 3);
   EXPECT_EQ(b.count("tune.close"), 1);
   EXPECT_EQ(b.count("tune.total"), 1);
@@ -309,6 +311,7 @@ TEST(TunerTest, FinalPassInterleavesRoundsWithTheCeiling) {
   TuneOptions opt;
   opt.finalists = 3;
   opt.finalist_margin = 0;
+  opt.prune_margin = 1.0;  // b and c stay within it: every round measures every finalist
   StatusOr<TuneResult> r = RunTune(backend, SmallProblem(), opt);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const std::vector<std::string> log = FinalPassLog(backend);
@@ -320,7 +323,7 @@ TEST(TunerTest, FinalPassInterleavesRoundsWithTheCeiling) {
     std::set<std::string> round(log.begin() + k * 4, log.begin() + (k + 1) * 4);
     EXPECT_EQ(round, slot_set) << "round " << k;
   }
-  EXPECT_EQ(backend.ceiling_calls(), 1 + rounds);
+  EXPECT_EQ(backend.ceiling_calls(), rounds);  // the final rounds only
   EXPECT_EQ(backend.measure_calls("z"), 1);
   // The final options are shared out over the rounds, and together reach the final targets.
   std::vector<MeasureOptions> o = backend.measure_options("a");
@@ -336,6 +339,46 @@ TEST(TunerTest, FinalPassInterleavesRoundsWithTheCeiling) {
   EXPECT_NEAR(seconds, opt.final.min_seconds, 1e-12);
   EXPECT_GE(samples, opt.final.min_samples);
   EXPECT_GE(r->best_measurement.samples, opt.final.min_samples);
+}
+
+// After a final round, finalists clearly slower than the best so far are not measured again;
+// those within prune_margin, and the incumbent, are; exhaustive tunes prune nothing.
+TEST(TunerTest, FinalRoundsDropFinalistsClearlySlowerThanTheBest) {
+  auto make = [] {
+    return FakeBackend({Timed("a", {1.0e-3}), Timed("b", {1.02e-3}), Timed("c", {1.1e-3}),
+                        Timed("d", {1.3e-3})});
+  };
+  TuneOptions opt;
+  opt.finalists = 4;
+  opt.finalist_margin = 0;
+  opt.prune_margin = 0.03;
+  FakeBackend pruned = make();
+  StatusOr<TuneResult> r = RunTune(pruned, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "a");
+  EXPECT_EQ(pruned.measure_calls("a"), 1 + 3);
+  EXPECT_EQ(pruned.measure_calls("b"), 1 + 3);
+  EXPECT_EQ(pruned.measure_calls("c"), 1 + 1);  // round 0 only
+  EXPECT_EQ(pruned.measure_calls("d"), 1 + 1);
+  EXPECT_EQ(ResultOf(*r, "c").phase, Phase::kFinal);
+  EXPECT_EQ(ResultOf(*r, "c").measurement.method.final_rounds, 1);
+  EXPECT_EQ(pruned.ceiling_calls(), 3);
+  EXPECT_EQ(r->breakdown.count("tune.final.pruned"), 2);
+
+  // The incumbent of a re-tune is measured in every round, however slow.
+  opt.incumbent = "d";
+  FakeBackend kept = make();
+  r = RunTune(kept, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(kept.measure_calls("d"), 1 + 3);
+  EXPECT_EQ(kept.measure_calls("c"), 1 + 1);
+
+  opt.incumbent.clear();
+  opt.exhaustive = true;
+  FakeBackend all = make();
+  r = RunTune(all, SmallProblem(), opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const char* n : {"a", "b", "c", "d"}) EXPECT_EQ(all.measure_calls(n), 1 + 3) << n;
 }
 
 TEST(TunerTest, ExhaustiveRemeasuresEveryValidCandidate) {

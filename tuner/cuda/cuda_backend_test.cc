@@ -217,5 +217,51 @@ TEST(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
   EXPECT_GT(r3->gbps(), 0);
 }
 
+// The check reuses one reference output per open problem and poisons the output before each
+// candidate: a wrong byte and a write into a gap between output rows are still caught, and a
+// correct candidate checked after them, or after measurements and the ceiling wrote the output,
+// still passes.
+TEST(CudaBackendFaultTest, ChecksCatchWrongBytesAndGapWritesOnAReusedReference) {
+  CudaBackendOptions o;
+  o.worker_path = FaultsWorkerPath();
+  auto b = MakeCudaBackends(o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_FALSE(b->empty());
+  Backend& gpu = *(*b)[0];
+  for (const Problem& p : {Make(1000, 700, DType::kF32, 1, 0, 1004), Make(2048, 1024, DType::kU8),
+                           Make(333, 257, DType::kF16, 3, 260, 340)}) {
+    SCOPED_TRACE(p.ToString());
+    auto cands = gpu.Candidates(p);
+    ASSERT_GE(cands.size(), 2u);
+    const Candidate good = cands.front();
+    auto session = gpu.Open(p);
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    Session& s = **session;
+    EXPECT_TRUE(s.Check(good).ok());
+    const Candidate wrong{cuda_worker::kWrongOutputCandidateName, {}};
+    const Candidate gap{cuda_worker::kGapWriteCandidateName, {}};
+    Status w = s.Check(wrong);
+    EXPECT_EQ(w.code(), StatusCode::kFailedPrecondition) << w.ToString();
+    EXPECT_NE(w.message().find("mismatching"), std::string::npos) << w.ToString();
+    EXPECT_TRUE(s.Check(good).ok());
+    Status g = s.Check(gap);
+    EXPECT_EQ(g.code(), StatusCode::kFailedPrecondition) << g.ToString();
+    if (p.out_ld() > p.rows)
+      EXPECT_NE(g.message().find("outside the matrix"), std::string::npos) << g.ToString();
+    EXPECT_TRUE(s.Check(good).ok());
+    // Timed launches and the copy ceiling write pair 0's output (gaps included): the next check
+    // starts from its own poison.
+    ASSERT_TRUE(s.Measure(cands[1], MeasureOptions{1, 3, 0, 10}).ok());
+    ASSERT_TRUE(s.MeasureCeiling(MeasureOptions{1, 3, 0, 10}).ok());
+    EXPECT_TRUE(s.Check(cands[1]).ok());
+    EXPECT_EQ(s.Check(wrong).code(), StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(s.Check(good).ok());
+    const TimeBreakdown phases = s.TakePhases();
+    EXPECT_EQ(phases.count("worker.check.poison"), phases.count("worker.check.compare"));
+    std::printf("%s: %d checks, %d references\n", p.ToString().c_str(),
+                phases.count("worker.check.compare"), phases.count("worker.check.reference"));
+  }
+}
+
 }  // namespace
 }  // namespace transposed

@@ -78,8 +78,13 @@ class RotatingBuffers {
   int64_t working_set_bytes() const;
   int64_t l2_bytes() const { return l2_bytes_; }
 
-  // Fresh random input in pair 0, its reference output (LaunchReference) in reference(), and
-  // pair 0's output poisoned with ~reference: the set-up of a bit-exact check.
+  // The set-up of bit-exact checks, in two steps: PrepareReference puts fresh random input in
+  // pair 0 and its reference output (LaunchReference; random gap bytes) in reference(), once for
+  // any number of checks; PoisonOutput, before each check, sets pair 0's output to ~reference on
+  // the elements and to the reference's gap bytes between rows (whatever ran there before).
+  // PrepareCheck does both. Each synchronises `stream`.
+  Status PrepareReference(uint64_t seed, cudaStream_t stream);
+  Status PoisonOutput(cudaStream_t stream);
   Status PrepareCheck(uint64_t seed, cudaStream_t stream);
   // Compares pair 0's output with the reference bit-exactly (matrix bytes equal, gap bytes
   // untouched); FAILED_PRECONDITION naming the first mismatch (batch, row, column). nan_equal:
@@ -91,6 +96,7 @@ class RotatingBuffers {
   Problem problem_;
   std::vector<void*> in_, out_;
   void* ref_ = nullptr;
+  unsigned long long* counters_ = nullptr;  // CompareCheck's mismatch count and first byte
   int64_t l2_bytes_ = 0;
 };
 
