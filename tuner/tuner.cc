@@ -122,7 +122,6 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
                       Timed(bd, "tune.open", [&] { return backend.Open(problem); }));
   if (Cancelled(cancel)) return Status::Cancelled("tune cancelled");
 
-
   // The incumbent of a re-tune, if the backend still offers it.
   int incumbent = -1;
   for (int i = 0; i < total && !options.incumbent.empty(); ++i)
