@@ -46,12 +46,7 @@ struct PackedRealignAgent {
   static constexpr bool kPackOneAtATime = E == 1;
   static constexpr int kMinBlocks = E == 1 && NT < 1024 ? 1024 / NT : 0;
 
-  struct Tile {
-    const unsigned char* in;
-    unsigned char* out;
-    int nr, nc;
-    __device__ __forceinline__ bool full() const { return nr == TR && nc == TC; }
-  };
+  using Tile = TileRef<TR, TC>;  // one tile (device_common.cuh)
 
   const Args a;  // by value: the address of a kernel parameter is never taken
   const int tid;
@@ -60,13 +55,7 @@ struct PackedRealignAgent {
       : a(args), tid(threadIdx.x) {}
 
   __device__ __forceinline__ Tile At(int64_t z, int64_t ty, int64_t tx) const {
-    const int64_t r0 = ty * TR, c0 = tx * TC;
-    Tile t;
-    t.in = a.in + InputOffset(z, r0, c0, a.rows, a.ldi, E);
-    t.out = a.out + OutputOffset(z, r0, c0, a.cols, a.ldo, E);
-    t.nr = static_cast<int>(std::min<int64_t>(TR, a.rows - r0));
-    t.nc = static_cast<int>(std::min<int64_t>(TC, a.cols - c0));
-    return t;
+    return TileAt<E, TR, TC>(a, z, ty, tx);
   }
 
   // Full tiles whose last staged window stays inside the input buffer (the last row's windows
@@ -186,19 +175,8 @@ struct PackedRealignAgent {
   // ---- Edge tile: predicated element copies global -> shared -> global (one barrier between
   // the halves; the caller synchronises before reusing the buffer).
   __device__ __forceinline__ void EdgeTile(const Tile& t, unsigned char* buf) const {
-    for (int q = tid; q < TR * TC; q += NT) {
-      const int row = q / TC, col = q % TC;
-      if (row < t.nr && col < t.nc)
-        CopyBytes<E>(buf + row * kEdgeRow + col * E,
-                     t.in + (static_cast<int64_t>(row) * a.ldi + col) * E);
-    }
-    __syncthreads();
-    for (int q = tid; q < TR * TC; q += NT) {
-      const int oc = q / TR, orow = q % TR;
-      if (oc < t.nc && orow < t.nr)
-        CopyBytes<E>(t.out + (static_cast<int64_t>(oc) * a.ldo + orow) * E,
-                     buf + orow * kEdgeRow + oc * E);
-    }
+    EdgeTileCopy<E, TR, TC, NT>(t, a, tid, buf,
+                                [](int row, int byte) { return row * kEdgeRow + byte; });
   }
 };
 
@@ -247,10 +225,7 @@ Status LaunchPackedRealign(const Problem& p, const void* in, void* out, cudaStre
                            const LaunchOptions&) {
   constexpr int TC = PackedRealignAgent<E, TR, BR>::TC;
   const Args a = MakeArgs(p, in, out);
-  const int64_t ntr = (p.rows + TR - 1) / TR, ntc = (p.cols + TC - 1) / TC;
-  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
-  const dim3 grid(CapGrid(down ? ntr : ntc, INT_MAX), CapGrid(down ? ntc : ntr, 65535),
-                  CapGrid(p.batch, 65535));
+  const dim3 grid = TileWalkGrid<E, TR, TC>(p);
   // The largest shared-memory carveout, so that as many blocks fit as registers allow (set once
   // per process; a failure only costs occupancy).
   static const bool carveout = [] {

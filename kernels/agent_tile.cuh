@@ -45,13 +45,7 @@ struct TileAgent {
   // Shared bytes of one buffer (guard rows included; the tile starts kGuard bytes in).
   static constexpr int kSmemBytes = kG.smem + 2 * kGuard;
 
-  // One tile: its first input and output bytes and its extent (nr x nc <= TR x TC).
-  struct Tile {
-    const unsigned char* in;
-    unsigned char* out;
-    int nr, nc;
-    __device__ __forceinline__ bool full() const { return nr == TR && nc == TC; }
-  };
+  using Tile = TileRef<TR, TC>;  // one tile (device_common.cuh)
 
   const Args a;  // by value: the address of a kernel parameter is never taken
   const int tid;
@@ -59,13 +53,7 @@ struct TileAgent {
   __device__ __forceinline__ explicit TileAgent(const Args& args) : a(args), tid(threadIdx.x) {}
 
   __device__ __forceinline__ Tile At(int64_t z, int64_t ty, int64_t tx) const {
-    const int64_t r0 = ty * TR, c0 = tx * TC;
-    Tile t;
-    t.in = a.in + InputOffset(z, r0, c0, a.rows, a.ldi, E);
-    t.out = a.out + OutputOffset(z, r0, c0, a.cols, a.ldo, E);
-    t.nr = static_cast<int>(std::min<int64_t>(TR, a.rows - r0));
-    t.nc = static_cast<int>(std::min<int64_t>(TC, a.cols - c0));
-    return t;
+    return TileAt<E, TR, TC>(a, z, ty, tx);
   }
 
   // Whether the vector phases may run on tile t. A realigning tile reads up to 16 bytes past its
@@ -228,20 +216,10 @@ struct TileAgent {
   // ---- Edge tile: predicated element copies global -> shared -> global through the same
   // layout (one barrier between the halves; the caller synchronises before reusing sm).
   __device__ __forceinline__ void EdgeTile(const Tile& t, unsigned char* sm) const {
-    constexpr TileGeometry G = kG;
-    for (int q = tid; q < TR * TC; q += NT) {
-      const int row = q / TC, col = q % TC;
-      if (row < t.nr && col < t.nc)
-        CopyBytes<E>(sm + G.Offset(row, col * E),
-                     t.in + (static_cast<int64_t>(row) * a.ldi + col) * E);
-    }
-    __syncthreads();
-    for (int q = tid; q < TR * TC; q += NT) {
-      const int oc = q / TR, orow = q % TR;
-      if (oc < t.nc && orow < t.nr)
-        CopyBytes<E>(t.out + (static_cast<int64_t>(oc) * a.ldo + orow) * E,
-                     sm + G.Offset(orow, oc * E));
-    }
+    EdgeTileCopy<E, TR, TC, NT>(t, a, tid, sm, [](int row, int byte) {
+      constexpr TileGeometry G = kG;
+      return G.Offset(row, byte);
+    });
   }
 };
 
@@ -289,10 +267,7 @@ template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>
 Status LaunchTile(const Problem& p, const void* in, void* out, cudaStream_t s,
                   const LaunchOptions&) {
   const Args a = MakeArgs(p, in, out);
-  const int64_t ntr = (p.rows + TR - 1) / TR, ntc = (p.cols + TC - 1) / TC;
-  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
-  const dim3 grid(CapGrid(down ? ntr : ntc, INT_MAX), CapGrid(down ? ntc : ntr, 65535),
-                  CapGrid(p.batch, 65535));
+  const dim3 grid = TileWalkGrid<E, TR, TC>(p);
   TileKernel<E, TR, TC, BR, VB, PAD, SWZ, RA><<<grid, 32 * BR, 0, s>>>(a);
   return Launched();
 }

@@ -79,6 +79,60 @@ __device__ __forceinline__ void CopyBytes(void* dst, const void* src) {
   *static_cast<T*>(dst) = *static_cast<const T*>(src);
 }
 
+// ---- Shared by the tile agents (agent_tile.cuh, agent_packed_realign.cuh).
+
+// One tile of a TR x TC tiling: its first input and output bytes and its extent
+// (nr x nc <= TR x TC; smaller where the matrix edge cuts it).
+template <int TR, int TC>
+struct TileRef {
+  const unsigned char* in;
+  unsigned char* out;
+  int nr, nc;
+  __device__ __forceinline__ bool full() const { return nr == TR && nc == TC; }
+};
+
+// Tile (ty, tx) of batch entry z (offsets from tile_math.h).
+template <int E, int TR, int TC>
+__device__ __forceinline__ TileRef<TR, TC> TileAt(const Args& a, int64_t z, int64_t ty,
+                                                  int64_t tx) {
+  const int64_t r0 = ty * TR, c0 = tx * TC;
+  TileRef<TR, TC> t;
+  t.in = a.in + InputOffset(z, r0, c0, a.rows, a.ldi, E);
+  t.out = a.out + OutputOffset(z, r0, c0, a.cols, a.ldo, E);
+  t.nr = static_cast<int>(std::min<int64_t>(TR, a.rows - r0));
+  t.nc = static_cast<int>(std::min<int64_t>(TC, a.cols - c0));
+  return t;
+}
+
+// The edge-tile phase: predicated element copies global -> shared -> global for a tile cut by
+// the matrix edge, element (row, col) at shared byte offset(row, col * E) (one barrier between
+// the halves; the caller synchronises before reusing sm). NT threads, tid this thread's index.
+template <int E, int TR, int TC, int NT, class Offset>
+__device__ __forceinline__ void EdgeTileCopy(const TileRef<TR, TC>& t, const Args& a, int tid,
+                                             unsigned char* sm, Offset offset) {
+  for (int q = tid; q < TR * TC; q += NT) {
+    const int row = q / TC, col = q % TC;
+    if (row < t.nr && col < t.nc)
+      CopyBytes<E>(sm + offset(row, col * E), t.in + (static_cast<int64_t>(row) * a.ldi + col) * E);
+  }
+  __syncthreads();
+  for (int q = tid; q < TR * TC; q += NT) {
+    const int oc = q / TR, orow = q % TR;
+    if (oc < t.nc && orow < t.nr)
+      CopyBytes<E>(t.out + (static_cast<int64_t>(oc) * a.ldo + orow) * E, sm + offset(orow, oc * E));
+  }
+}
+
+// The grid of a tile kernel's grid-stride walk: tile rows or tile columns on grid x
+// (TilesDownFirst), the other on y, batch entries on z.
+template <int E, int TR, int TC>
+inline dim3 TileWalkGrid(const Problem& p) {
+  const int64_t ntr = (p.rows + TR - 1) / TR, ntc = (p.cols + TC - 1) / TC;
+  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
+  return dim3(CapGrid(down ? ntr : ntc, INT_MAX), CapGrid(down ? ntc : ntr, 65535),
+              CapGrid(p.batch, 65535));
+}
+
 // Loads B bytes into 32-bit words (B < 4: one word holding the value in its low bits).
 template <int B>
 __device__ __forceinline__ void LoadWords(const void* p, uint32_t* w) {
