@@ -190,34 +190,24 @@ __global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, BR>::kMinBl
   __shared__ __align__(16) unsigned char sm_raw[Agent::kSmemBytes];
   unsigned char* const sm = sm_raw + Agent::kG.packed_at();
   const Agent agent(a);
-  const int64_t ntr = (a.rows + TR - 1) / TR;
-  const int64_t ntc = (a.cols + TC - 1) / TC;
-  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
-  const int64_t bx = down ? blockIdx.y : blockIdx.x, gx = down ? gridDim.y : gridDim.x;
-  const int64_t by = down ? blockIdx.x : blockIdx.y, gy = down ? gridDim.x : gridDim.y;
-  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
-    for (int64_t ty = by; ty < ntr; ty += gy) {
-      for (int64_t tx = bx; tx < ntc; tx += gx) {
-        const typename Agent::Tile t = agent.At(z, ty, tx);
-        if (agent.Interior(t)) {
-          const bool above = ty > 0;  // rows above the tile in this matrix
-          agent.StageTile(t, sm_raw, above);
-          CpAsyncCommit();
-          CpAsyncWait<0>();
-          __syncthreads();
-          agent.PackTile(t, sm_raw, sm, above);
-          __syncthreads();
-          agent.WriteTile(t, sm, above);
-          // The next tile down writes this tile's last bytes (its window 0) only if it takes
-          // this path too.
-          if (ty + 1 == ntr || !agent.Interior(agent.At(z, ty + 1, tx))) agent.WriteTail(t, sm);
-        } else {
-          agent.EdgeTile(t, sm_raw);
-        }
-        __syncthreads();  // the next tile reuses the shared buffer
-      }
+  ForEachTile<E, TR, TC>(a, [&](int64_t z, int64_t ty, int64_t tx, int64_t ntr) {
+    const typename Agent::Tile t = agent.At(z, ty, tx);
+    if (agent.Interior(t)) {
+      const bool above = ty > 0;  // rows above the tile in this matrix
+      agent.StageTile(t, sm_raw, above);
+      CpAsyncCommit();
+      CpAsyncWait<0>();
+      __syncthreads();
+      agent.PackTile(t, sm_raw, sm, above);
+      __syncthreads();
+      agent.WriteTile(t, sm, above);
+      // The next tile down writes this tile's last bytes (its window 0) only if it takes this
+      // path too.
+      if (ty + 1 == ntr || !agent.Interior(agent.At(z, ty + 1, tx))) agent.WriteTail(t, sm);
+    } else {
+      agent.EdgeTile(t, sm_raw);
     }
-  }
+  });
 }
 
 template <int E, int TR, int BR>

@@ -232,35 +232,24 @@ __global__ void __launch_bounds__(32 * BR) TileKernel(Args a) {
   __shared__ __align__(16) unsigned char sm_raw[Agent::kSmemBytes];
   unsigned char* const sm = sm_raw + Agent::kGuard;
   const Agent agent(a);
-  const int64_t ntr = (a.rows + TR - 1) / TR;
-  const int64_t ntc = (a.cols + TC - 1) / TC;
-  // Grid x runs down the tile rows or across the tile columns (TilesDownFirst).
-  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
-  const int64_t bx = down ? blockIdx.y : blockIdx.x, gx = down ? gridDim.y : gridDim.x;
-  const int64_t by = down ? blockIdx.x : blockIdx.y, gy = down ? gridDim.x : gridDim.y;
-  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
-    for (int64_t ty = by; ty < ntr; ty += gy) {
-      for (int64_t tx = bx; tx < ntc; tx += gx) {
-        const typename Agent::Tile t = agent.At(z, ty, tx);
-        if (agent.Interior(t)) {
-          if constexpr (Agent::kShiftGather) {
-            agent.LoadShifted(t, sm);
-            __syncthreads();
-            agent.WriteShifted(t, sm);
-          } else {
-            uint32_t buf[Agent::NL][Agent::UW];
-            agent.LoadTile(t, buf);
-            agent.StoreToShared(buf, sm);
-            __syncthreads();
-            agent.WriteTile(t, sm);
-          }
-        } else {
-          agent.EdgeTile(t, sm);
-        }
-        __syncthreads();  // the next tile reuses the shared buffer
+  ForEachTile<E, TR, TC>(a, [&](int64_t z, int64_t ty, int64_t tx, int64_t) {
+    const typename Agent::Tile t = agent.At(z, ty, tx);
+    if (agent.Interior(t)) {
+      if constexpr (Agent::kShiftGather) {
+        agent.LoadShifted(t, sm);
+        __syncthreads();
+        agent.WriteShifted(t, sm);
+      } else {
+        uint32_t buf[Agent::NL][Agent::UW];
+        agent.LoadTile(t, buf);
+        agent.StoreToShared(buf, sm);
+        __syncthreads();
+        agent.WriteTile(t, sm);
       }
+    } else {
+      agent.EdgeTile(t, sm);
     }
-  }
+  });
 }
 
 template <int E, int TR, int TC, int BR, int VB, int PAD, int SWZ, int RA>

@@ -123,6 +123,27 @@ __device__ __forceinline__ void EdgeTileCopy(const TileRef<TR, TC>& t, const Arg
   }
 }
 
+// The grid-stride walk of a tile kernel over (batch entry, tile row, tile column), grid x down
+// the tile rows or across the tile columns (TilesDownFirst, as TileWalkGrid launches it):
+// body(z, ty, tx, ntr) for each tile of this block, then a barrier (the next tile reuses the
+// shared buffer).
+template <int E, int TR, int TC, class Body>
+__device__ __forceinline__ void ForEachTile(const Args& a, Body&& body) {
+  const int64_t ntr = (a.rows + TR - 1) / TR;
+  const int64_t ntc = (a.cols + TC - 1) / TC;
+  const bool down = TilesDownFirst(ntr, ntc, int64_t{TR} * TC * E);
+  const int64_t bx = down ? blockIdx.y : blockIdx.x, gx = down ? gridDim.y : gridDim.x;
+  const int64_t by = down ? blockIdx.x : blockIdx.y, gy = down ? gridDim.x : gridDim.y;
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z) {
+    for (int64_t ty = by; ty < ntr; ty += gy) {
+      for (int64_t tx = bx; tx < ntc; tx += gx) {
+        body(z, ty, tx, ntr);
+        __syncthreads();
+      }
+    }
+  }
+}
+
 // The grid of a tile kernel's grid-stride walk: tile rows or tile columns on grid x
 // (TilesDownFirst), the other on y, batch entries on z.
 template <int E, int TR, int TC>
