@@ -174,13 +174,23 @@ std::string FaultsWorkerPath() {
   return dir + "transposed-worker-faults";
 }
 
-TEST(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
-  CudaBackendOptions o;
-  o.worker_path = FaultsWorkerPath();
-  auto b = MakeCudaBackends(o);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  ASSERT_FALSE(b->empty());
-  Backend& gpu = *(*b)[0];
+// A fresh backend per test on the test-only worker (so its restart count starts at 0).
+class CudaBackendFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CudaBackendOptions o;
+    o.worker_path = FaultsWorkerPath();
+    auto b = MakeCudaBackends(o);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_FALSE(b->empty()) << "no GPU visible";
+    backends_ = std::move(*b);
+  }
+  Backend& faults_gpu() { return *backends_[0]; }
+  std::vector<std::unique_ptr<Backend>> backends_;
+};
+
+TEST_F(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
+  Backend& gpu = faults_gpu();
   const Problem p = Make(2048, 2048, DType::kF32);
   auto cands = gpu.Candidates(p);
   ASSERT_EQ(cands.back().name, cuda_worker::kFaultCandidateName);
@@ -221,13 +231,8 @@ TEST(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
 // candidate: a wrong byte and a write into a gap between output rows are still caught, and a
 // correct candidate checked after them, or after measurements and the ceiling wrote the output,
 // still passes.
-TEST(CudaBackendFaultTest, ChecksCatchWrongBytesAndGapWritesOnAReusedReference) {
-  CudaBackendOptions o;
-  o.worker_path = FaultsWorkerPath();
-  auto b = MakeCudaBackends(o);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  ASSERT_FALSE(b->empty());
-  Backend& gpu = *(*b)[0];
+TEST_F(CudaBackendFaultTest, ChecksCatchWrongBytesAndGapWritesOnAReusedReference) {
+  Backend& gpu = faults_gpu();
   for (const Problem& p : {Make(1000, 700, DType::kF32, 1, 0, 1004), Make(2048, 1024, DType::kU8),
                            Make(333, 257, DType::kF16, 3, 260, 340)}) {
     SCOPED_TRACE(p.ToString());
