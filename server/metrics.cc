@@ -105,34 +105,33 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
     out.push_back(std::move(ratio));
 
     if (store_ != nullptr) {
-      prometheus::MetricFamily ro{"transposed_store_read_only",
-                                  "1 when the database could not be opened for writing: lookups "
-                                  "are served, tunes are answered but not stored",
-                                  prometheus::MetricType::Gauge,
-                                  {}};
-      prometheus::ClientMetric m;
-      m.gauge.value = store_->read_only().empty() ? 0 : 1;
-      ro.metric.push_back(std::move(m));
-      out.push_back(std::move(ro));
+      out.push_back(OneGauge("transposed_store_read_only",
+                             "1 when the database could not be opened for writing: lookups are "
+                             "served, tunes are answered but not stored",
+                             store_->read_only().empty() ? 0 : 1));
     }
 
     if (connections_ != nullptr) {
       // OpenTotal() first drops the connections whose descriptors are closed: the value is what
       // is open at this scrape, not what was open at the last accept.
-      prometheus::MetricFamily open{"transposed_connections_open",
-                                    "gRPC connections open now (all client hosts; HTTP/2, "
-                                    "plaintext or TLS, idle ones included)",
-                                    prometheus::MetricType::Gauge,
-                                    {}};
-      prometheus::ClientMetric m;
-      m.gauge.value = connections_->OpenTotal();
-      open.metric.push_back(std::move(m));
-      out.push_back(std::move(open));
+      out.push_back(OneGauge("transposed_connections_open",
+                             "gRPC connections open now (all client hosts; HTTP/2, plaintext or "
+                             "TLS, idle ones included)",
+                             static_cast<double>(connections_->OpenTotal())));
     }
     return out;
   }
 
  private:
+  // A family of one unlabelled gauge.
+  static prometheus::MetricFamily OneGauge(std::string name, std::string help, double value) {
+    prometheus::MetricFamily f{std::move(name), std::move(help), prometheus::MetricType::Gauge, {}};
+    prometheus::ClientMetric m;
+    m.gauge.value = value;
+    f.metric.push_back(std::move(m));
+    return f;
+  }
+
   mutable Mutex mu_;
   const TransposeService* service_ GUARDED_BY(mu_) = nullptr;
   Store* store_ GUARDED_BY(mu_) = nullptr;
