@@ -143,6 +143,32 @@ TEST(AnswerNow, NearestTakesTheSameElementSizeAndAValidWinner) {
                    .has_value());
 }
 
+// A value-exact entry's winner answers a value-exact problem, never a bit-exact one, even where
+// its winner is valid for both; a bit-exact entry answers either.
+TEST(AnswerNow, NearestNeverLendsAValueExactWinnerToABitExactProblem) {
+  Problem bit = P(3000, 3000, DType::kF32);
+  Problem value = bit;
+  value.exactness = Exactness::kValue;
+  const auto valid = CudaCandidates(bit);
+  ASSERT_FALSE(valid.empty());
+  TuneResult stored_value;
+  stored_value.problem = value;
+  stored_value.best.name = valid.front().name;  // valid for the bit-exact problem too
+  EXPECT_FALSE(NearestEntry(bit, {stored_value}, valid).has_value());
+  auto n = NearestEntry(value, {stored_value}, valid);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(*n, 0u);
+
+  TuneResult stored_bit = stored_value;
+  stored_bit.problem = bit;
+  n = NearestEntry(value, {stored_bit}, valid);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(*n, 0u);
+  n = NearestEntry(bit, {stored_value, stored_bit}, valid);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(*n, 1u);
+}
+
 class AnswerNowServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
