@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <cmath>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -446,11 +445,6 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
                                    std::to_string(n)));
       return;
     }
-    if (!std::isfinite(request.budget_seconds())) {
-      Fail(Status::InvalidArgument("budget_seconds: must be a finite number of seconds, got " +
-                                   std::to_string(request.budget_seconds())));
-      return;
-    }
     if (Status s = CheckTuneBudget(request.budget_seconds()); !s.ok()) {
       Fail(s);
       return;
@@ -463,16 +457,19 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
       Item item;
       StatusOr<Problem> parsed = ProblemFromProto(raw);
       Status s = parsed.status();
+      int index = -1;
       if (s.ok()) {
         item.problem = *parsed;
         item.device = DeviceRefFromProto(raw.device());
-        s = owner_->service_->CheckRequest(item.problem, item.device);
+        StatusOr<int> checked = owner_->service_->CheckRequest(item.problem, item.device);
+        if (checked.ok()) index = *checked;
+        s = checked.status();
       }
       if (!s.ok()) {
         Fail(RenameProblemField(s, "problems[" + std::to_string(i) + "]"));
         return;
       }
-      item.backend = devices[*owner_->service_->ResolveDevice(item.device)].backend;
+      item.backend = devices[index].backend;
       items_.push_back(std::move(item));
     }
     if (Status admitted = owner_->Admit("TuneMany", context_, &slot_); !admitted.ok()) {

@@ -305,9 +305,11 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::JoinLocked(
   return waiter;
 }
 
-Status TransposeService::CheckRequest(const Problem& problem, const DeviceRef& device) const {
+StatusOr<int> TransposeService::CheckRequest(const Problem& problem,
+                                             const DeviceRef& device) const {
   TR_ASSIGN_OR_RETURN(const int index, ResolveDevice(device));
-  return CheckProblem(problem, index);
+  TR_RETURN_IF_ERROR(CheckProblem(problem, index));
+  return index;
 }
 
 std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(

@@ -196,8 +196,9 @@ class TransposeService {
 
   // What StartGetConfig / StartTune would refuse a problem for before anything starts: NOT_FOUND
   // "problem.device: ..." for an unknown device, INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming
-  // the bad `problem.<field>`, or no kernel configuration for it.
-  Status CheckRequest(const Problem& problem, const DeviceRef& device) const;
+  // the bad `problem.<field>`, or no kernel configuration for it. On success: the index of the
+  // device it resolves to.
+  StatusOr<int> CheckRequest(const Problem& problem, const DeviceRef& device) const;
 
   // A forced, fresh tune (stored like any other). `progress` (may be empty) sees every candidate
   // result as it completes. GetConfig requests for the same problem that arrive while it is
