@@ -166,16 +166,6 @@ inline void StreamLine(Byte* dst, const Byte* src) {
 // hardware prefetchers track.
 constexpr int kPrefetchLines = 2;
 
-// Calls f(std::integral_constant<int, I>) for I = 0..N-1, unrolled at compile time.
-template <typename F, int... I>
-inline __attribute__((always_inline)) void UnrollImpl(F& f, std::integer_sequence<int, I...>) {
-  (f(std::integral_constant<int, I>{}), ...);
-}
-template <int N, typename F>
-inline __attribute__((always_inline)) void Unroll(F&& f) {
-  UnrollImpl(f, std::make_integer_sequence<int, N>{});
-}
-
 #if TR_SIMD_VECTOR_BYTES == 64 && defined(__AVX512BW__)
 // AVX-512 micro-tile for 1- and 2-byte elements (the register block of 16 x 16 in xmm/ymm would
 // take 4 to 8 times the shuffles). The M x 64-byte tile is four groups of G = 16 / E rows, one zmm
