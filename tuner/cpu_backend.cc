@@ -371,9 +371,11 @@ Status RunSimd(const CpuConfig& c, const Layout& L, int elem, const Byte* in, By
     for (int64_t t = begin; t < end; ++t) {
       const cpu_simd::Mat m = mat(t);
       const cpu_simd::Box b = box(t);
-      if (walking) {
-        const cpu_simd::Mat next_m = mat(t + 1);
-        walk(m, b, nt, t + 1 < end ? &next_m : nullptr, box(t + 1));
+      if (walking && t + 1 < end) {
+        const cpu_simd::Mat next_m = mat(t + 1);  // only formed inside the batch's buffers
+        walk(m, b, nt, &next_m, box(t + 1));
+      } else if (walking) {
+        walk(m, b, nt, nullptr, b);  // the last block of this range: nothing to prefetch
       } else {
         rect(m, b.i0, b.i1, b.j0, b.j1, nt);
       }
@@ -662,13 +664,11 @@ class CpuSession : public Session {
     const size_t bytes = static_cast<size_t>(p_.bytes());
     const int n = max_threads_;
     const bool can_multi = n > 1 && p_.bytes() >= kCpuMinParallelBytes;
-    std::optional<Measurement> single, multi;
-    {
-      TR_ASSIGN_OR_RETURN(single, TimeLoop(opt, 1, "memcpy", [&](size_t k) {
-                            std::memcpy(outs_[k], ins_[k], bytes);
-                            return Status::OK();
-                          }));
-    }
+    TR_ASSIGN_OR_RETURN(const Measurement single, TimeLoop(opt, 1, "memcpy", [&](size_t k) {
+                          std::memcpy(outs_[k], ins_[k], bytes);
+                          return Status::OK();
+                        }));
+    std::optional<Measurement> multi;
     if (can_multi) {
       ThreadPool* pool = pool_.get();
       TR_ASSIGN_OR_RETURN(multi, TimeLoop(opt, n, "memcpy", [&](size_t k) {
@@ -686,8 +686,8 @@ class CpuSession : public Session {
                             return Status::OK();
                           }));
     }
-    if (multi && multi->median_s < single->median_s) return *multi;
-    return *single;
+    if (multi && multi->median_s < single.median_s) return *multi;
+    return single;
   }
 
  private:
@@ -1184,20 +1184,19 @@ std::vector<Candidate> CpuBackend::Candidates(const Problem& p) const {
     out.push_back(c.ToCandidate());
   }
 
-  // Portable scalar blocks (all sizes for small problems, two for large ones), and the naive
-  // loops for problems small enough to time them quickly.
-  c = CpuConfig{};
-  c.kind = CpuConfig::Kind::kTiled;
-  c.threads = all;
-  for (int tile : kTiles) {
-    if (parallel && tile != 32 && tile != 64) continue;
-    // Above kCpuMaxNaiveBytes the scalar blocks are 10 to 30 times slower than the SIMD ones and
-    // each of their runs costs as much tune time as a dozen SIMD runs.
-    if (valid && p.bytes() > kCpuMaxNaiveBytes) break;
-    c.tile = tile;
-    out.push_back(c.ToCandidate());
-  }
+  // Portable scalar blocks (every size, or 32 and 64 on parallel problems) and the naive loops,
+  // for problems small enough to time them quickly: above kCpuMaxNaiveBytes the scalar blocks are
+  // 10 to 30 times slower than the SIMD ones and each of their runs costs as much tune time as a
+  // dozen SIMD runs.
   if (!valid || p.bytes() <= kCpuMaxNaiveBytes) {
+    c = CpuConfig{};
+    c.kind = CpuConfig::Kind::kTiled;
+    c.threads = all;
+    for (int tile : kTiles) {
+      if (parallel && tile != 32 && tile != 64) continue;
+      c.tile = tile;
+      out.push_back(c.ToCandidate());
+    }
     c = CpuConfig{};
     c.kind = CpuConfig::Kind::kNaive;
     out.push_back(c.ToCandidate());
