@@ -7,7 +7,7 @@
 // --all: instead of tuning, measures every candidate of each problem (or only those named with
 // --candidate, repeatable) and the ceiling side by side in `--rounds` rounds (default 5), each
 // round rotating who goes first, with the tuner's final-pass options; prints each candidate's
-// median GB/s over all its samples and its ratio to the ceiling's.
+// GB/s at the median of its rounds' medians and its ratio to the ceiling's.
 // --problem ROWS COLS DTYPE LD_IN LD_OUT: that problem instead of the square ones (LD 0: dense).
 //   cpu_bench [--only SUBSTRING] [--threads N] [--budget SECONDS]
 //             [--problem ROWS COLS DTYPE LD_IN LD_OUT]
@@ -86,12 +86,11 @@ int MeasureAll(CpuBackend& backend, const Problem& p, const std::vector<std::str
       samples[who].push_back(m->median_s);
     }
   }
-  const double bytes = 2.0 * static_cast<double>(p.bytes());
-  const double ceiling = bytes / Median(samples[n]) / 1e9;
+  const double ceiling = EffectiveGBps(p.bytes(), Median(samples[n]));
   std::printf("## %s, %d rounds, load %.2f -> %.2f; memcpy %.2f GB/s\n", p.ToString().c_str(),
               rounds, load, LoadAverage(), ceiling);
   for (size_t k = 0; k < n; ++k) {
-    const double gbps = bytes / Median(samples[k]) / 1e9;
+    const double gbps = EffectiveGBps(p.bytes(), Median(samples[k]));
     std::printf("%-28s %8.2f %6.3f\n", cands[k].name.c_str(), gbps, gbps / ceiling);
   }
   std::fflush(stdout);
