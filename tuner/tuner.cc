@@ -192,14 +192,16 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
     if (round > 0 && SecondsSince(start) >= options.budget_seconds) break;
     if (round > 0 && !options.exhaustive) {
       // Drop the finalists already clearly slower than the best so far (and the failed ones).
+      std::vector<Measurement> so_far(slots - 1);
       double best_so_far = 0;
       for (int s = 0; s < slots - 1; ++s) {
-        const Measurement m = acc[s].Combine();
+        so_far[s] = acc[s].Combine();
+        const Measurement& m = so_far[s];
         if (m.valid && (best_so_far == 0 || m.median_s < best_so_far)) best_so_far = m.median_s;
       }
       for (int s = 0; s < slots - 1; ++s) {
-        const Measurement m = acc[s].Combine();
         if (finalists[s] == incumbent || !active[s]) continue;
+        const Measurement& m = so_far[s];
         if (!m.valid || m.median_s > best_so_far * (1.0 + options.prune_margin)) {
           active[s] = false;
           bd->Add("tune.final.pruned", 0);
