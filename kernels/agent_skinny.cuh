@@ -270,18 +270,15 @@ __global__ void __launch_bounds__(32 * BR, 3) SkinnyKernel(Args a) {
 template <int E, int L, int BR, SkinnyDir D>
 void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, cudaStream_t s) {
   constexpr bool kTall = D == SkinnyDir::kTall;
-  static_assert(SkinnyTileLength(L, 4, kTall) == (kTall ? 4 : 1) * L &&
-                SkinnyTileLength(L, 8, kTall) == (kTall ? 2 : 1) * L &&
-                SkinnyTileLength(L, 16, kTall) == L);
   switch (SkinnyMaxSide(n)) {
     case 4:
-      SkinnyKernel<E, (kTall ? 4 : 1) * L, BR, 4, D><<<grid, 32 * BR, smem, s>>>(a);
+      SkinnyKernel<E, SkinnyTileLength(L, 4, kTall), BR, 4, D><<<grid, 32 * BR, smem, s>>>(a);
       break;
     case 8:
-      SkinnyKernel<E, (kTall ? 2 : 1) * L, BR, 8, D><<<grid, 32 * BR, smem, s>>>(a);
+      SkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D><<<grid, 32 * BR, smem, s>>>(a);
       break;
     default:
-      SkinnyKernel<E, L, BR, 16, D><<<grid, 32 * BR, smem, s>>>(a);
+      SkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D><<<grid, 32 * BR, smem, s>>>(a);
       break;
   }
 }
