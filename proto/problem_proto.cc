@@ -24,26 +24,26 @@ StatusOr<DType> ParseDTypeField(const std::string& name, const std::string& fiel
   return *t;
 }
 
-StatusOr<Problem> ProblemFromProto(const v1::Problem& p) {
+StatusOr<Problem> ProblemFromProto(const v1::Problem& p, const std::string& field) {
   Problem out;
   if (p.device().selector_case() == v1::DeviceSelector::kUuid)
-    TR_RETURN_IF_ERROR(CheckFieldLength("problem.device.uuid", p.device().uuid()));
+    TR_RETURN_IF_ERROR(CheckFieldLength(field + ".device.uuid", p.device().uuid()));
   out.rows = p.rows();
   out.cols = p.cols();
   if (p.has_batch()) {
     if (p.batch() <= 0)
-      return Status::InvalidArgument("problem.batch: must be >= 1 (or unset for 1), got " +
+      return Status::InvalidArgument(field + ".batch: must be >= 1 (or unset for 1), got " +
                                      std::to_string(p.batch()));
     out.batch = p.batch();
   } else {
     out.batch = 1;
   }
-  TR_ASSIGN_OR_RETURN(out.dtype, ParseDTypeField(p.dtype(), "problem.dtype"));
+  TR_ASSIGN_OR_RETURN(out.dtype, ParseDTypeField(p.dtype(), field + ".dtype"));
   if (p.ld_in() < 0)
-    return Status::InvalidArgument("problem.ld_in: must be 0 (dense) or >= cols, got " +
+    return Status::InvalidArgument(field + ".ld_in: must be 0 (dense) or >= cols, got " +
                                    std::to_string(p.ld_in()));
   if (p.ld_out() < 0)
-    return Status::InvalidArgument("problem.ld_out: must be 0 (dense) or >= rows, got " +
+    return Status::InvalidArgument(field + ".ld_out: must be 0 (dense) or >= rows, got " +
                                    std::to_string(p.ld_out()));
   out.ld_in = p.ld_in();
   out.ld_out = p.ld_out();
@@ -55,7 +55,7 @@ StatusOr<Problem> ProblemFromProto(const v1::Problem& p) {
       out.exactness = Exactness::kValue;
       break;
     default:
-      return Status::InvalidArgument("problem.exactness: unknown value " +
+      return Status::InvalidArgument(field + ".exactness: unknown value " +
                                      std::to_string(p.exactness()) +
                                      " (expected EXACTNESS_BIT or EXACTNESS_VALUE)");
   }

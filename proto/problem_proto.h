@@ -28,10 +28,11 @@ StatusOr<DType> ParseDTypeField(const std::string& name, const std::string& fiel
 // proto Problem -> core Problem: strings longer than kMaxFieldBytes (core/text.h) ->
 // INVALID_ARGUMENT naming the field (dtype, device.uuid); batch unset -> 1, set to <= 0 -> INVALID_ARGUMENT
 // "problem.batch: ..."; negative leading dimensions -> "problem.ld_in/ld_out: ..."; an exactness
-// outside the enum -> "problem.exactness: ...". EXACTNESS_VALUE of a dtype without value-exact
+// outside the enum -> "problem.exactness: ..." (`field` names the message in errors: "problem",
+// or "problems[3]" for an element of a repeated field). EXACTNESS_VALUE of a dtype without value-exact
 // members (ValueExactMatters) reads as kBit: the same problem, one cache entry. The device
 // selector is not part of the core problem.
-StatusOr<Problem> ProblemFromProto(const v1::Problem& p);
+StatusOr<Problem> ProblemFromProto(const v1::Problem& p, const std::string& field = "problem");
 // core Problem -> proto Problem (batch always set; exactness normalized; device selector left
 // unset).
 v1::Problem ProblemToProto(const Problem& p);

@@ -52,27 +52,6 @@ const Status& ClientGone() {
   return *s;
 }
 
-// The status with the field of a request's problem renamed: "problem.rows: ..." ->
-// "<name>.rows: ...", "problem: ..." -> "<name>: ...", for every field named before the first
-// ": " ("problem.rows, problem.cols: ..."); the code is kept.
-Status RenameProblemField(const Status& status, const std::string& name) {
-  const std::string& m = status.message();
-  const auto colon = m.find(": ");
-  const std::string fields = colon == std::string::npos ? std::string() : m.substr(0, colon);
-  std::string out;
-  size_t start = 0;
-  while (colon != std::string::npos) {
-    const auto comma = fields.find(", ", start);
-    std::string field = fields.substr(start, comma == std::string::npos ? comma : comma - start);
-    if (field == "problem" || field.rfind("problem.", 0) == 0) field = name + field.substr(7);
-    out += (start == 0 ? "" : ", ") + field;
-    if (comma == std::string::npos) break;
-    start = comma + 2;
-  }
-  if (out.empty()) return Status(status.code(), name + ": " + m);
-  return Status(status.code(), out + m.substr(colon));
-}
-
 // The most bytes of entries one ListEntries answer carries (a default client accepts 4 MiB).
 constexpr size_t kMaxListReplyBytes = 3 << 20;
 
@@ -455,18 +434,19 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
     for (int i = 0; i < n; ++i) {
       const v1::Problem& raw = request.problems(i);
       Item item;
-      StatusOr<Problem> parsed = ProblemFromProto(raw);
+      const std::string field = "problems[" + std::to_string(i) + "]";
+      StatusOr<Problem> parsed = ProblemFromProto(raw, field);
       Status s = parsed.status();
       int index = -1;
       if (s.ok()) {
         item.problem = *parsed;
         item.device = DeviceRefFromProto(raw.device());
-        StatusOr<int> checked = owner_->service_->CheckRequest(item.problem, item.device);
+        StatusOr<int> checked = owner_->service_->CheckRequest(item.problem, item.device, field);
         if (checked.ok()) index = *checked;
         s = checked.status();
       }
       if (!s.ok()) {
-        Fail(RenameProblemField(s, "problems[" + std::to_string(i) + "]"));
+        Fail(s);
         return;
       }
       item.backend = devices[index].backend;

@@ -257,11 +257,12 @@ StatusOr<int> TransposeService::ResolveDevice(const DeviceRef& ref,
   return 0;
 }
 
-Status TransposeService::CheckProblem(const Problem& problem, int device) const {
+Status TransposeService::CheckProblem(const Problem& problem, int device,
+                                      const std::string& field) const {
   Status s = ValidateProblem(problem, devices_[device].memory_bytes);
-  if (!s.ok()) return Status(s.code(), PrefixFields(s.message(), "problem."));
+  if (!s.ok()) return Status(s.code(), PrefixFields(s.message(), field + "."));
   if (backends_[device]->Candidates(problem).empty()) {
-    return Status::InvalidArgument("problem: no kernel configuration of device " +
+    return Status::InvalidArgument(field + ": no kernel configuration of device " +
                                    std::to_string(device) + " (" + devices_[device].backend +
                                    ") supports " + problem.ToString());
   }
@@ -305,10 +306,10 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::JoinLocked(
   return waiter;
 }
 
-StatusOr<int> TransposeService::CheckRequest(const Problem& problem,
-                                             const DeviceRef& device) const {
-  TR_ASSIGN_OR_RETURN(const int index, ResolveDevice(device));
-  TR_RETURN_IF_ERROR(CheckProblem(problem, index));
+StatusOr<int> TransposeService::CheckRequest(const Problem& problem, const DeviceRef& device,
+                                             const std::string& field) const {
+  TR_ASSIGN_OR_RETURN(const int index, ResolveDevice(device, field + ".device"));
+  TR_RETURN_IF_ERROR(CheckProblem(problem, index, field));
   return index;
 }
 

@@ -196,9 +196,10 @@ class TransposeService {
 
   // What StartGetConfig / StartTune would refuse a problem for before anything starts: NOT_FOUND
   // "problem.device: ..." for an unknown device, INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming
-  // the bad `problem.<field>`, or no kernel configuration for it. On success: the index of the
-  // device it resolves to.
-  StatusOr<int> CheckRequest(const Problem& problem, const DeviceRef& device) const;
+  // the bad `problem.<field>`, or no kernel configuration for it (`field` names the problem in
+  // errors: "problem", or "problems[3]"). On success: the index of the device it resolves to.
+  StatusOr<int> CheckRequest(const Problem& problem, const DeviceRef& device,
+                             const std::string& field = "problem") const;
 
   // A forced, fresh tune (stored like any other). `progress` (may be empty) sees every candidate
   // result as it completes. GetConfig requests for the same problem that arrive while it is
@@ -260,8 +261,10 @@ class TransposeService {
 
   // GetConfig's ANSWER_NOW miss: queues the tune (unless one is in flight), answers at once.
   StatusOr<ConfigAnswer> AnswerNow(int device, const Problem& problem) EXCLUDES(mu_);
-  // Validation common to GetConfig and Tune: device, problem, candidates.
-  Status CheckProblem(const Problem& problem, int device) const;
+  // Validation common to GetConfig and Tune: device, problem, candidates (errors name
+  // `field`.<member>).
+  Status CheckProblem(const Problem& problem, int device,
+                      const std::string& field = "problem") const;
   // RESOURCE_EXHAUSTED with a retry hint when the device's queue is full.
   Status CheckQueueLocked(int device) const REQUIRES(mu_);
   // Creates and enqueues a job.
