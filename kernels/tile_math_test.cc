@@ -355,13 +355,16 @@ TEST(PackedRealign, LayoutMappingAndBankConflicts) {
     const PackedRealignGeometry g = row.tile.Packed();
     const std::string name = row.Config().Name() + " e=" + std::to_string(row.elem);
     ASSERT_EQ(g.Invalid(), nullptr) << name;
-    // The layout is a bijection of the tile's words (guard rows included) onto its bytes.
-    std::vector<int> owner(g.smem(), 0);
+    // The layout is a bijection of the tile's words (guard rows included) onto the bytes of the
+    // packed region (after the staging area: offsets from sm_raw + stage_bytes()).
+    const int packed = g.smem() - g.stage_bytes();
+    ASSERT_EQ(packed, g.tr * PackedRealignGeometry::kRowBytes + 2 * g.guard()) << name;
+    std::vector<int> owner(packed, 0);
     for (int r = -g.v(); r < g.tr + g.v(); ++r)
       for (int q = 0; q < 32; ++q) {
         const int off = g.Offset(r, q) + g.guard();
         ASSERT_GE(off, 0) << name;
-        ASSERT_LT(off + 4, g.smem() + 1) << name;
+        ASSERT_LE(off + 4, packed) << name;
         ASSERT_EQ(off % 4, 0);
         ASSERT_EQ(owner[off]++, 0) << name << " r=" << r << " q=" << q;
       }
