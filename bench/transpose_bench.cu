@@ -320,7 +320,10 @@ std::optional<Problem> ParseProblem(const std::string& spec) {
   while (in >> extra) {
     const size_t eq = extra.find('=');
     if (eq == std::string::npos) return std::nullopt;
-    const int64_t v = std::strtoll(extra.c_str() + eq + 1, nullptr, 10);
+    const std::string value = extra.substr(eq + 1);
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || v < 1) return std::nullopt;  // as the dimensions
     if (extra.substr(0, eq) == "ld_in") {
       p.ld_in = v;
     } else if (extra.substr(0, eq) == "ld_out") {
