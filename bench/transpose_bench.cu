@@ -148,7 +148,7 @@ struct Bench {
       }
       r.copy_s = copy.ok ? copy.median_s : 0;
       all.push_back(r);
-      if (c.vendor()) {
+      if (c.algorithm == kernels::Algorithm::kCublasGeam) {  // (cutensor.permute: row only)
         Row g = r;
         g.method = "cublas_geam";
         extra.push_back(g);

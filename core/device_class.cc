@@ -31,11 +31,14 @@ DeviceClass ClassOf(const DeviceInfo& d) {
   f["library_version"] = d.library_version;
   if (d.backend == "cuda") {
     f["memory_bytes"] = std::to_string(d.memory_bytes);
-    // "cublas": the cuBLAS the worker loads (empty without one). A value-exact entry's winner may
-    // be cublas.geam, which runs only where that library loads (and is as fast only with it).
+    // "cublas", "cutensor": the cuBLAS / cuTENSOR the worker loads. A value-exact entry's winner
+    // may be cublas.geam or cutensor.permute, which run only where their library loads (and are
+    // as fast only with that version). "cublas" is empty without one; "cutensor" is a field only
+    // where one loads, so the class of a node without it is what it was before cutensor.permute.
     for (const char* k : {"compute_capability", "sm_count", "l2_bytes", "memory_clock_khz",
                           "memory_bus_width", "runtime_version", "cublas"})
       f[k] = Attribute(d, k);
+    if (std::string t = Attribute(d, "cutensor"); !t.empty()) f["cutensor"] = t;
     f["driver_major"] = DriverMajor(Attribute(d, "driver_version"));
   } else if (d.backend == "cpu") {
     for (const char* k :

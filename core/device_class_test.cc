@@ -62,7 +62,7 @@ TEST(DeviceClass, AnH100IsNeverAnH200) {
 TEST(DeviceClass, EveryListedFieldSplitsTheClass) {
   const DeviceInfo base = H100("GPU-1");
   for (const char* k : {"compute_capability", "sm_count", "l2_bytes", "memory_clock_khz",
-                        "memory_bus_width", "runtime_version", "cublas"}) {
+                        "memory_bus_width", "runtime_version", "cublas", "cutensor"}) {
     DeviceInfo d = base;
     d.attributes[k] += "1";
     EXPECT_NE(ClassOf(base).key, ClassOf(d).key) << k;
@@ -73,6 +73,20 @@ TEST(DeviceClass, EveryListedFieldSplitsTheClass) {
   DeviceInfo without = with_cublas;
   without.attributes.erase("cublas");
   EXPECT_NE(ClassOf(with_cublas).key, ClassOf(without).key);
+  // Likewise cuTENSOR (cutensor.permute), and its version.
+  DeviceInfo with_cutensor = base;
+  with_cutensor.attributes["cutensor"] = "cuTENSOR 2.3.1 (libcutensor.so.2)";
+  DeviceInfo no_cutensor = with_cutensor;
+  no_cutensor.attributes.erase("cutensor");
+  EXPECT_NE(ClassOf(with_cutensor).key, ClassOf(no_cutensor).key);
+  DeviceInfo other_cutensor = with_cutensor;
+  other_cutensor.attributes["cutensor"] = "cuTENSOR 2.5.0 (libcutensor.so.2)";
+  EXPECT_NE(ClassOf(with_cutensor).key, ClassOf(other_cutensor).key);
+  // Without one, no field at all: the classes of nodes that never had cuTENSOR are unchanged.
+  EXPECT_EQ(ClassOf(base).fields.count("cutensor"), 0u);
+  DeviceInfo empty_cutensor = base;
+  empty_cutensor.attributes["cutensor"] = "";
+  EXPECT_EQ(ClassOf(base).key, ClassOf(empty_cutensor).key);
   DeviceInfo lib = base;
   lib.library_version = "0.1.0+kffffffffff";
   EXPECT_NE(ClassOf(base).key, ClassOf(lib).key);

@@ -6,6 +6,7 @@
 
 #include "kernels/policy.h"
 #include "kernels/tile_math.h"
+#include "kernels/vendor_layout.h"
 
 namespace transposed::kernels {
 namespace {
@@ -31,6 +32,7 @@ TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int r
 TransposeConfig MakeSkinny(int len, int br) { return Skinny(1, len, br).Config(); }
 
 TransposeConfig MakeCublasGeam() { return CublasGeam(4).Config(); }
+TransposeConfig MakeCutensorPermute() { return CutensorPermute(4).Config(); }
 
 // FamilyConfigs, per element size, in kFamily's order.
 struct Family {
@@ -76,7 +78,7 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
 
 // Structural checks shared by FromName and FromParams: canonical values for each algorithm.
 Status ValidateShape(const TransposeConfig& c) {
-  if (c.algorithm != Algorithm::kCublasGeam && (c.block_rows < 1 || c.block_rows > 32))
+  if (!c.vendor() && (c.block_rows < 1 || c.block_rows > 32))
     return Status::InvalidArgument("block_rows must be in 1..32, got " +
                                    std::to_string(c.block_rows));
   switch (c.algorithm) {
@@ -84,6 +86,11 @@ Status ValidateShape(const TransposeConfig& c) {
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.block_rows != 0 || c.vec_bytes != 0 ||
           c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
         return Status::InvalidArgument("cublas.geam takes no parameters");
+      return Status::OK();
+    case Algorithm::kCutensorPermute:
+      if (c.tile_rows != 0 || c.tile_cols != 0 || c.block_rows != 0 || c.vec_bytes != 0 ||
+          c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
+        return Status::InvalidArgument("cutensor.permute takes no parameters");
       return Status::OK();
     case Algorithm::kNaive:
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||
@@ -135,6 +142,8 @@ std::string_view AlgorithmName(Algorithm a) {
       return "skinny";
     case Algorithm::kCublasGeam:
       return "cublas.geam";
+    case Algorithm::kCutensorPermute:
+      return "cutensor.permute";
   }
   return "unknown";
 }
@@ -145,6 +154,8 @@ std::string TransposeConfig::Name() const {
       return "naive";
     case Algorithm::kCublasGeam:
       return "cublas.geam";
+    case Algorithm::kCutensorPermute:
+      return "cutensor.permute";
     case Algorithm::kSkinny:
       return "skinny.l" + std::to_string(tile_rows) + ".rows" + std::to_string(block_rows);
     case Algorithm::kTile: {
@@ -178,6 +189,7 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
   };
   if (name == "naive") return MakeNaive();
   if (name == "cublas.geam") return MakeCublasGeam();
+  if (name == "cutensor.permute") return MakeCutensorPermute();
   std::vector<std::string_view> parts = Split(name, '.');
   TransposeConfig c;
   if (parts[0] == "skinny") {
@@ -257,6 +269,9 @@ StatusOr<TransposeConfig> TransposeConfig::FromParams(
     case 3:
       c = MakeCublasGeam();
       break;
+    case 4:
+      c = MakeCutensorPermute();
+      break;
     default:
       return Status::InvalidArgument("unknown algorithm " + std::to_string(it->second));
   }
@@ -318,6 +333,12 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p) {
                                        std::to_string(p.batch) + ")");
       if (p.rows > kIntMax || p.cols > kIntMax || p.in_ld() > kIntMax || p.out_ld() > kIntMax)
         return Status::InvalidArgument(c.Name() + ": dimensions must be below 2^31");
+      return Status::OK();
+    }
+    case Algorithm::kCutensorPermute: {
+      // Batches and leading dimensions are strides of its tensors; the dtype decides.
+      auto layout = CutensorLayoutFor(p);
+      if (!layout.ok()) return Status::InvalidArgument(c.Name() + ": " + layout.status().message());
       return Status::OK();
     }
     case Algorithm::kTile: {

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
 
 #include "kernels/tile_math.h"
 
@@ -294,8 +296,51 @@ TEST(TransposeConfig, CublasGeamIsAVendorMember) {
   EXPECT_TRUE(CheckConfig(*g, P(300, 200, 8, 1, 203, 301)).ok());
 }
 
+TEST(TransposeConfig, CutensorPermuteIsAVendorMember) {
+  auto t = TransposeConfig::FromName("cutensor.permute");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->algorithm, Algorithm::kCutensorPermute);
+  EXPECT_EQ(t->Name(), "cutensor.permute");
+  EXPECT_EQ(AlgorithmName(t->algorithm), "cutensor.permute");
+  EXPECT_TRUE(t->vendor());
+  EXPECT_TRUE(t->canonicalizes_nan());
+  EXPECT_FALSE(t->meets(Exactness::kBit));
+  EXPECT_TRUE(t->meets(Exactness::kValue));
+  EXPECT_EQ(t->Params().at("algorithm"), 4);
+  auto by_params = TransposeConfig::FromParams(t->Params());
+  ASSERT_TRUE(by_params.ok()) << by_params.status().ToString();
+  EXPECT_EQ(*by_params, *t);
+  EXPECT_NE(*t, *TransposeConfig::FromName("cublas.geam"));
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 4}, {"block_rows", 8}}).ok());
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 5}}).ok());
+  for (const char* bad : {"cutensor", "cutensor.permute.rows8", "cutensor.Permute", "cutensor.geam",
+                          "cutensor.permute ", "cublas.permute"})
+    EXPECT_FALSE(TransposeConfig::FromName(bad).ok()) << bad;
+  // In the family for 4- and 8-byte elements; valid for f32 and f64 with any batch and leading
+  // dimensions (strides), refused with the reason for every other dtype.
+  for (int e : kSizes) {
+    const auto& fam = FamilyConfigs(e);
+    EXPECT_EQ(std::count(fam.begin(), fam.end(), *t), (e == 4 || e == 8) ? 1 : 0) << e;
+    const auto cs = EnumerateConfigs(P(1000, 999, e));
+    EXPECT_EQ(std::find(cs.begin(), cs.end(), *t) != cs.end(), e == 4 || e == 8) << e;
+  }
+  EXPECT_TRUE(CheckConfig(*t, P(64, 64, 4, 3)).ok());
+  EXPECT_TRUE(CheckConfig(*t, P(300, 200, 8, 5, 203, 301)).ok());
+  EXPECT_TRUE(CheckConfig(*t, P(1, 7, 4)).ok());
+  for (DType d : {DType::kI32, DType::kI64, DType::kC64}) {
+    Problem q = P(100, 99, DTypeSize(d));
+    q.dtype = d;
+    Status s = CheckConfig(*t, q);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << DTypeName(d);
+    EXPECT_NE(s.message().find(std::string(DTypeName(d))), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("cutensor.permute"), std::string::npos) << s.message();
+  }  Problem c128 = P(100, 99, 16);
+  EXPECT_EQ(CheckConfig(*t, c128).code(), StatusCode::kInvalidArgument);  // no 16-byte row
+}
+
 TEST(CandidateConfigs, VendorMembersThatCanonicalizeNaNsOnlyForValueExactProblems) {
   const TransposeConfig geam = *TransposeConfig::FromName("cublas.geam");
+  const TransposeConfig permute = *TransposeConfig::FromName("cutensor.permute");
   EXPECT_FALSE(geam.meets(Exactness::kBit));
   EXPECT_TRUE(geam.meets(Exactness::kValue));
   EXPECT_TRUE(TextbookTileConfig().meets(Exactness::kBit));
@@ -308,12 +353,14 @@ TEST(CandidateConfigs, VendorMembersThatCanonicalizeNaNsOnlyForValueExactProblem
     for (const TransposeConfig& c : b) EXPECT_FALSE(c.canonicalizes_nan()) << c.Name();
     const bool has_geam = std::find(v.begin(), v.end(), geam) != v.end();
     EXPECT_EQ(has_geam, e == 4 || e == 8) << e;
+    const bool has_permute = std::find(v.begin(), v.end(), permute) != v.end();
+    EXPECT_EQ(has_permute, e == 4 || e == 8) << e;
     // Value-exact adds exactly the canonicalizing members, in the family's order.
     std::vector<TransposeConfig> v_less_vendor;
     for (const TransposeConfig& c : v)
       if (!c.canonicalizes_nan()) v_less_vendor.push_back(c);
     EXPECT_EQ(v_less_vendor, b) << e;
-    EXPECT_EQ(v.size(), b.size() + (has_geam ? 1 : 0)) << e;
+    EXPECT_EQ(v.size(), b.size() + (has_geam ? 1 : 0) + (has_permute ? 1 : 0)) << e;
   }
   // An integer dtype of 4 bytes: nothing to add (its value-exact problem is the bit-exact one).
   Problem i32 = P(1000, 999, 4);

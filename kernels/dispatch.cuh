@@ -62,6 +62,8 @@ void AddRow(std::vector<Entry>& t) {
       t.push_back({P.Config(), &LaunchSkinny<E, P.skinny.len, P.skinny.block_rows>});
     } else if constexpr (P.algorithm == Algorithm::kCublasGeam) {
       t.push_back({P.Config(), &LaunchCublasGeam});
+    } else if constexpr (P.algorithm == Algorithm::kCutensorPermute) {
+      t.push_back({P.Config(), &LaunchCutensorPermute});
     }
   }
 }

@@ -1,5 +1,6 @@
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/dispatch.cuh"
 #include "transposed/kernels/launch.h"
@@ -119,12 +120,21 @@ Status LaunchReference(const Problem& p, const void* in, void* out, cudaStream_t
 
 bool VendorAvailable(const TransposeConfig& c) {
   if (c.algorithm == Algorithm::kCublasGeam) return internal::CublasLoaded();
+  if (c.algorithm == Algorithm::kCutensorPermute) return internal::CutensorLoaded();
   return true;
 }
 
 std::string VendorDescription(const TransposeConfig& c) {
   if (c.algorithm == Algorithm::kCublasGeam) return internal::CublasDescription();
+  if (c.algorithm == Algorithm::kCutensorPermute) return internal::CutensorDescription();
   return "our own kernel";
+}
+
+std::vector<TransposeConfig> AvailableCandidateConfigs(const Problem& p) {
+  std::vector<TransposeConfig> out;
+  for (const TransposeConfig& c : CandidateConfigs(p))
+    if (!c.vendor() || VendorAvailable(c)) out.push_back(c);
+  return out;
 }
 
 }  // namespace transposed::kernels

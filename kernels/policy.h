@@ -28,8 +28,9 @@
 // 67% -> 71%; they replace the 1- and 2-byte shifted tiles, which never won);
 // persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
 // a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
-// skinny tiles for one side <= 16; and cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
-// that the tuner never answers slower than cuBLAS where cuBLAS is present.
+// skinny tiles for one side <= 16; cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
+// that the tuner never answers slower than cuBLAS where cuBLAS is present; and cuTENSOR's
+// permutation (dlopen'd, where libcutensor is present; f32 and f64, batched and strided).
 //
 // Pure constexpr C++ (no CUDA headers): compiled by config.cc on machines without CUDA. Constant
 // data; thread-safe.
@@ -138,6 +139,7 @@ struct Policy {
         c.vec_bytes = 16;
         break;
       case Algorithm::kCublasGeam:
+      case Algorithm::kCutensorPermute:
         break;
     }
     return c;
@@ -154,6 +156,9 @@ struct Policy {
         return skinny.elem != elem ? "skinny element size" : skinny.Invalid();
       case Algorithm::kCublasGeam:
         return elem == 4 || elem == 8 ? nullptr : "cuBLAS geam is used for f32 and f64 only";
+      case Algorithm::kCutensorPermute:
+        return elem == 4 || elem == 8 ? nullptr
+                                      : "cuTENSOR permute is used for f32 and f64 only";
     }
     return "algorithm";
   }
@@ -202,6 +207,14 @@ constexpr Policy Skinny(int e, int len, int block_rows) {
 constexpr Policy CublasGeam(int e) {
   Policy p;
   p.algorithm = Algorithm::kCublasGeam;
+  p.elem = e;
+  return p;
+}
+// cuTENSOR's permutation B = 1 * A (CUDA_R_32F / CUDA_R_64F; kernels/vendor_layout.h), loaded at
+// run time; a candidate only where libcutensor (2.x) is present.
+constexpr Policy CutensorPermute(int e) {
+  Policy p;
+  p.algorithm = Algorithm::kCutensorPermute;
   p.elem = e;
   return p;
 }
@@ -316,6 +329,7 @@ inline constexpr Policy kFamily[] = {
     Skinny(4, 256, 8),
     Skinny(4, 512, 8),
     CublasGeam(4),
+    CutensorPermute(4),
     // ---- 8-byte elements: 2 per vector.
     Naive(8),
     Tile(8, 32, 32, 8, 0, Pad(0)),
@@ -349,6 +363,7 @@ inline constexpr Policy kFamily[] = {
     Skinny(8, 128, 8),
     Skinny(8, 256, 8),
     CublasGeam(8),
+    CutensorPermute(8),
     // ---- 16-byte elements: every access is already 16 bytes.
     Naive(16),
     Tile(16, 32, 32, 8, 0, Pad(0)),

@@ -568,6 +568,8 @@ TEST(PolicyTable, IsTheFamily) {
   EXPECT_EQ(Realign(4, 128, 32, 8, Pad(1)).Config().Name(), "tile128x32.rows8.vec16.realign.pad1");
   EXPECT_EQ(Skinny(4, 512, 8).Config().Name(), "skinny.l512.rows8");
   EXPECT_EQ(CublasGeam(8).Config().Name(), "cublas.geam");
+  EXPECT_EQ(CutensorPermute(4).Config().Name(), "cutensor.permute");
+  EXPECT_NE(CutensorPermute(2).Invalid(), nullptr);  // f32 and f64 only
   // A policy that breaks its geometry is caught by the table's compile-time check.
   EXPECT_NE(Tile(1, 128, 128, 8, 16, Pad(1)).Invalid(), nullptr);  // word gathers need 4-byte rows
 }

@@ -4,6 +4,10 @@
 
 #include <map>
 #include <mutex>
+#include <tuple>
+
+#include "kernels/cutensor_api.h"
+#include "kernels/vendor_layout.h"
 
 namespace transposed::kernels::internal {
 namespace {
@@ -114,6 +118,208 @@ class Cublas {
   std::map<int, void*> handles_;  // per device, guarded by mu_
 };
 
+// ---- cuTENSOR (kernels/cutensor_api.h) ----
+
+namespace ct = cutensor_api;
+static_assert(kCudaR32F == CUDA_R_32F && kCudaR64F == CUDA_R_64F,
+              "vendor_layout.h's cudaDataType_t values are library_types.h's");
+
+// The symbols of one opened libcutensor, or why it cannot be used.
+struct CutensorSymbols {
+  void* lib = nullptr;
+  bool loaded = false;
+  std::string description;
+  size_t version = 0;
+  ct::GetErrorStringFn error_string = nullptr;
+  ct::CreateFn create = nullptr;
+  ct::CreateTensorDescriptorFn create_tensor = nullptr;
+  ct::DestroyTensorDescriptorFn destroy_tensor = nullptr;
+  ct::CreatePermutationFn create_permutation = nullptr;
+  ct::DestroyOperationDescriptorFn destroy_operation = nullptr;
+  ct::CreatePlanPreferenceFn create_preference = nullptr;
+  ct::DestroyPlanPreferenceFn destroy_preference = nullptr;
+  ct::CreatePlanFn create_plan = nullptr;
+  ct::DestroyPlanFn destroy_plan = nullptr;
+  ct::PermuteFn permute = nullptr;
+  ct::cutensorComputeDescriptor_t compute_32f = nullptr;
+  ct::cutensorComputeDescriptor_t compute_64f = nullptr;
+};
+
+template <typename Fn>
+bool Resolve(void* lib, const char* name, Fn* fn, std::string* missing) {
+  *fn = reinterpret_cast<Fn>(dlsym(lib, name));
+  if (*fn == nullptr && missing->empty()) *missing = name;
+  return *fn != nullptr;
+}
+
+// Opens the first of `sonames` that loads and resolves what cutensor.permute calls; the library
+// stays open in the result (lib) whether or not it is usable.
+CutensorSymbols LoadCutensor(const std::vector<std::string>& sonames) {
+  CutensorSymbols s;
+  std::string name, tried;
+  for (const std::string& candidate : sonames) {
+    s.lib = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (s.lib != nullptr) {
+      name = candidate;
+      break;
+    }
+    tried += (tried.empty() ? "" : ", ") + candidate;
+  }
+  if (s.lib == nullptr) {
+    s.description = "libcutensor not found (" + tried + ")";
+    return s;
+  }
+  std::string missing;
+  ct::GetVersionFn get_version = nullptr;
+  Resolve(s.lib, "cutensorGetVersion", &get_version, &missing);
+  if (get_version == nullptr) {
+    s.description = name + " lacks cutensorGetVersion";
+    return s;
+  }
+  s.version = get_version();
+  const std::string refusal = CutensorVersionRefusal(s.version);
+  if (!refusal.empty()) {
+    s.description = name + ": " + refusal;
+    return s;
+  }
+  Resolve(s.lib, "cutensorGetErrorString", &s.error_string, &missing);
+  Resolve(s.lib, "cutensorCreate", &s.create, &missing);
+  Resolve(s.lib, "cutensorCreateTensorDescriptor", &s.create_tensor, &missing);
+  Resolve(s.lib, "cutensorDestroyTensorDescriptor", &s.destroy_tensor, &missing);
+  Resolve(s.lib, "cutensorCreatePermutation", &s.create_permutation, &missing);
+  Resolve(s.lib, "cutensorDestroyOperationDescriptor", &s.destroy_operation, &missing);
+  Resolve(s.lib, "cutensorCreatePlanPreference", &s.create_preference, &missing);
+  Resolve(s.lib, "cutensorDestroyPlanPreference", &s.destroy_preference, &missing);
+  Resolve(s.lib, "cutensorCreatePlan", &s.create_plan, &missing);
+  Resolve(s.lib, "cutensorDestroyPlan", &s.destroy_plan, &missing);
+  Resolve(s.lib, "cutensorPermute", &s.permute, &missing);
+  // Exported variables: dlsym gives the address of the descriptor pointer.
+  ct::cutensorComputeDescriptor_t* c32 = nullptr;
+  ct::cutensorComputeDescriptor_t* c64 = nullptr;
+  Resolve(s.lib, "CUTENSOR_COMPUTE_DESC_32F", &c32, &missing);
+  Resolve(s.lib, "CUTENSOR_COMPUTE_DESC_64F", &c64, &missing);
+  if (!missing.empty()) {
+    s.description = name + " (cuTENSOR " + CutensorVersionString(s.version) + ") lacks " + missing;
+    return s;
+  }
+  s.compute_32f = *c32;
+  s.compute_64f = *c64;
+  s.description = "cuTENSOR " + CutensorVersionString(s.version) + " (" + name + ")";
+  s.loaded = true;
+  return s;
+}
+
+class Cutensor {
+ public:
+  static Cutensor& Get() {
+    // Never destroyed: handles and plans outlive static teardown.
+    static Cutensor* const lib = new Cutensor(LoadCutensor({"libcutensor.so.2", "libcutensor.so"}));
+    return *lib;
+  }
+
+  bool loaded() const { return s_.loaded; }
+  const std::string& description() const { return s_.description; }
+
+  Status Permute(const Problem& p, const void* in, void* out, cudaStream_t stream) {
+    if (!s_.loaded) return Status::FailedPrecondition("cutensor.permute: " + s_.description);
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+      cudaGetLastError();
+      return Status::Internal("cutensor.permute: cudaGetDevice failed");
+    }
+    const uint32_t align = CutensorAlignment(reinterpret_cast<uintptr_t>(in),
+                                             reinterpret_cast<uintptr_t>(out));
+    const PlanKey key{dev, static_cast<int>(p.dtype), p.rows, p.cols, p.batch,
+                      p.in_ld(), p.out_ld(), align};
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      TR_ASSIGN_OR_RETURN(CutensorPermuteLayout layout, CutensorLayoutFor(p));
+      ct::cutensorHandle_t& h = handles_[dev];
+      if (h == nullptr) {
+        const ct::cutensorStatus_t rc = s_.create(&h);
+        if (rc != ct::kStatusSuccess) {
+          h = nullptr;
+          return Error("cutensorCreate", rc);
+        }
+      }
+      if (plans_.size() >= kCutensorMaxPlans) Clear();
+      PlanEntry e;
+      Status made = MakePlan(h, layout, align, &e);
+      if (!made.ok()) {
+        Destroy(e);
+        return made;
+      }
+      it = plans_.emplace(key, e).first;
+    }
+    const PlanEntry& e = it->second;
+    const ct::cutensorStatus_t rc =
+        s_.permute(handles_[dev], e.plan, e.alpha, in, out, stream);
+    if (rc != ct::kStatusSuccess) return Error("cutensorPermute", rc);
+    return Status::OK();
+  }
+
+ private:
+  // device, dtype, rows, cols, batch, ld_in, ld_out, alignment
+  using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
+  struct PlanEntry {
+    ct::cutensorTensorDescriptor_t a = nullptr, b = nullptr;
+    ct::cutensorOperationDescriptor_t op = nullptr;
+    ct::cutensorPlanPreference_t pref = nullptr;
+    ct::cutensorPlan_t plan = nullptr;
+    const void* alpha = nullptr;  // 1 of the operation's scalar type (static storage)
+  };
+
+  explicit Cutensor(CutensorSymbols s) : s_(std::move(s)) {}
+
+  Status Error(const char* what, ct::cutensorStatus_t rc) const {
+    const char* why = s_.error_string != nullptr ? s_.error_string(rc) : nullptr;
+    return Status::Internal(std::string(what) + " returned status " + std::to_string(rc) +
+                            (why != nullptr ? std::string(" (") + why + ")" : std::string()));
+  }
+
+  Status MakePlan(ct::cutensorHandle_t h, const CutensorPermuteLayout& l, uint32_t align,
+                  PlanEntry* e) {
+    static const float kOneF = 1;
+    static const double kOneD = 1;
+    const auto type = static_cast<cudaDataType_t>(l.data_type);
+    const bool f64 = l.data_type == kCudaR64F;
+    e->alpha = f64 ? static_cast<const void*>(&kOneD) : static_cast<const void*>(&kOneF);
+    ct::cutensorStatus_t rc =
+        s_.create_tensor(h, &e->a, l.modes, l.extent_a, l.stride_a, type, align);
+    if (rc != ct::kStatusSuccess) return Error("cutensorCreateTensorDescriptor (A)", rc);
+    rc = s_.create_tensor(h, &e->b, l.modes, l.extent_b, l.stride_b, type, align);
+    if (rc != ct::kStatusSuccess) return Error("cutensorCreateTensorDescriptor (B)", rc);
+    rc = s_.create_permutation(h, &e->op, e->a, l.mode_a, ct::kOpIdentity, e->b, l.mode_b,
+                               f64 ? s_.compute_64f : s_.compute_32f);
+    if (rc != ct::kStatusSuccess) return Error("cutensorCreatePermutation", rc);
+    rc = s_.create_preference(h, &e->pref, ct::kAlgoDefault, ct::kJitModeNone);
+    if (rc != ct::kStatusSuccess) return Error("cutensorCreatePlanPreference", rc);
+    // Workspace limit 0, as NVIDIA's permutation sample does: cutensorPermute takes no workspace.
+    rc = s_.create_plan(h, &e->plan, e->op, e->pref, 0);
+    if (rc != ct::kStatusSuccess) return Error("cutensorCreatePlan", rc);
+    return Status::OK();
+  }
+
+  // Host objects only; a permutation already enqueued keeps its own launch arguments.
+  void Destroy(const PlanEntry& e) {
+    if (e.plan) s_.destroy_plan(e.plan);
+    if (e.pref) s_.destroy_preference(e.pref);
+    if (e.op) s_.destroy_operation(e.op);
+    if (e.b) s_.destroy_tensor(e.b);
+    if (e.a) s_.destroy_tensor(e.a);
+  }
+  void Clear() {
+    for (auto& [k, e] : plans_) Destroy(e);
+    plans_.clear();
+  }
+
+  const CutensorSymbols s_;
+  std::mutex mu_;
+  std::map<int, ct::cutensorHandle_t> handles_;  // per device, guarded by mu_
+  std::map<PlanKey, PlanEntry> plans_;           // guarded by mu_, at most kCutensorMaxPlans
+};
+
 }  // namespace
 
 Status LaunchCublasGeam(const Problem& p, const void* in, void* out, cudaStream_t s,
@@ -123,5 +329,31 @@ Status LaunchCublasGeam(const Problem& p, const void* in, void* out, cudaStream_
 
 bool CublasLoaded() { return Cublas::Get().loaded(); }
 std::string CublasDescription() { return Cublas::Get().description(); }
+
+Status LaunchCutensorPermute(const Problem& p, const void* in, void* out, cudaStream_t s,
+                             const LaunchOptions&) {
+  return Cutensor::Get().Permute(p, in, out, s);
+}
+
+bool CutensorLoaded() { return Cutensor::Get().loaded(); }
+std::string CutensorDescription() { return Cutensor::Get().description(); }
+
+CutensorProbe ProbeCutensor(const std::vector<std::string>& sonames) {
+  CutensorSymbols s = LoadCutensor(sonames);
+  if (s.lib != nullptr) dlclose(s.lib);
+  return {s.loaded, s.description};
+}
+
+std::string CutensorVersionString(size_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+std::string CutensorVersionRefusal(size_t v) {
+  if (v >= cutensor_api::kMinVersion) return "";
+  return "cuTENSOR " + CutensorVersionString(v) + " is older than 2.0.0 (cutensorGetVersion " +
+         std::to_string(v) + " < " + std::to_string(cutensor_api::kMinVersion) +
+         "); cutensor.permute calls the 2.x API, whose functions have other signatures in 1.x";
+}
 
 }  // namespace transposed::kernels::internal

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "transposed/kernels/config.h"
+#include "transposed/kernels/launch.h"
 #include "tuner/cuda/gpu_worker.h"
 #include "tuner/cuda/worker_constants.h"
 
@@ -19,9 +20,11 @@ class CudaEngine : public worker::Engine {
   StatusOr<std::vector<Candidate>> Candidates(const Problem& p) override {
     TR_RETURN_IF_ERROR(ValidateProblem(p));
     std::vector<Candidate> out;
-    // cublas.geam canonicalizes NaN payloads (kernels/config.h): offered for value-exact
-    // problems only, and checked value-exact there (GpuWorker::Check).
-    for (const auto& c : kernels::CandidateConfigs(p)) out.push_back({c.Name(), c.Params()});
+    // The vendor members (cublas.geam, cutensor.permute) canonicalize NaN payloads
+    // (kernels/config.h): offered for value-exact problems only, checked value-exact there
+    // (GpuWorker::Check), and only where their library loads in this worker.
+    for (const auto& c : kernels::AvailableCandidateConfigs(p))
+      out.push_back({c.Name(), c.Params()});
     if (test_faults_) out.push_back({kFaultCandidateName, {}});
     return out;
   }

@@ -133,8 +133,12 @@ class GpuWorkerImpl : public GpuWorker {
     a["driver_version"] = std::to_string(driver);
     a["runtime_version"] = std::to_string(runtime);
     // Vendor members of the family are candidates only where their library loads here.
+    // Each library's version is part of the device class (core/device_class.cc).
     const kernels::TransposeConfig geam = *kernels::TransposeConfig::FromName("cublas.geam");
     if (kernels::VendorAvailable(geam)) a["cublas"] = kernels::VendorDescription(geam);
+    const kernels::TransposeConfig permute =
+        *kernels::TransposeConfig::FromName("cutensor.permute");
+    if (kernels::VendorAvailable(permute)) a["cutensor"] = kernels::VendorDescription(permute);
     d.library_version = kLibraryVersion;
     return d;
   }

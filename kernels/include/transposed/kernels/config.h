@@ -37,6 +37,13 @@
 //           check is value-exact (canonicalizes_nan(): every non-NaN element bit-identical, NaNs
 //           stay NaNs). Launch runs it for any f32/f64 problem; the tuner offers it only for
 //           problems that ask for value-exact answers (CandidateConfigs, Problem::exactness).
+//   cutensor.permute  cuTENSOR's permutation B = 1 * A (cutensorPermute, 2.x API), loaded at run
+//           time with dlopen where libcutensor.so.2 is present; f32 and f64, any batch and leading
+//           dimensions (modes and strides: kernels/vendor_layout.h). It computes alpha * a in
+//           floating point like geam (it has no integer types), so it is value-exact only
+//           (canonicalizes_nan()) and offered only for value-exact problems; f16/bf16, complex and
+//           integer dtypes are refused with the reason (vendor_layout.h). Implemented from the
+//           published API; not yet run on a GPU with the library present (none of ours has it).
 //
 // All types here are plain values; all functions are thread-safe (no shared state).
 #pragma once
@@ -52,9 +59,15 @@
 
 namespace transposed::kernels {
 
-enum class Algorithm : int { kNaive = 0, kTile = 1, kSkinny = 2, kCublasGeam = 3 };
+enum class Algorithm : int {
+  kNaive = 0,
+  kTile = 1,
+  kSkinny = 2,
+  kCublasGeam = 3,
+  kCutensorPermute = 4
+};
 
-// "naive", "tile", "skinny", "cublas.geam".
+// "naive", "tile", "skinny", "cublas.geam", "cutensor.permute".
 std::string_view AlgorithmName(Algorithm a);
 
 struct TransposeConfig {
@@ -86,19 +99,22 @@ struct TransposeConfig {
 
   int threads() const { return 32 * block_rows; }
   // True for members that run a vendor library (cuBLAS) rather than our kernels.
-  bool vendor() const { return algorithm == Algorithm::kCublasGeam; }
+  bool vendor() const {
+    return algorithm == Algorithm::kCublasGeam || algorithm == Algorithm::kCutensorPermute;
+  }
   // True when the member may replace a NaN's payload (by another NaN) but is otherwise
   // bit-exact; checks then compare values (see cublas.geam above). False for all our kernels.
-  bool canonicalizes_nan() const { return algorithm == Algorithm::kCublasGeam; }
+  bool canonicalizes_nan() const { return vendor(); }
   // Whether the member's output meets a problem's exactness (core/problem.h): every member
   // meets value-exact; bit-exact is met by every member that does not canonicalize NaNs.
   bool meets(Exactness e) const { return e == Exactness::kValue || !canonicalizes_nan(); }
 
   // Stable name from the parameters: "naive", "tile32x32.rows8.pad1",
   // "tile64x64.rows8.vec16.swz", "tile64x64.rows8.vec16.realign.swz",
-  // "tile64x64.rows4.vec16.swz.async2", "skinny.l512.rows8", "cublas.geam".
+  // "tile64x64.rows4.vec16.swz.async2", "skinny.l512.rows8", "cublas.geam", "cutensor.permute".
   std::string Name() const;
-  // Every field: algorithm (0 naive, 1 tile, 2 skinny, 3 cublas.geam), tile_rows, tile_cols, block_rows,
+  // Every field: algorithm (0 naive, 1 tile, 2 skinny, 3 cublas.geam,
+  // 4 cutensor.permute), tile_rows, tile_cols, block_rows,
   // vec_bytes, pad, swizzle, realign, async.
   std::map<std::string, int64_t> Params() const;
   // Inverse of Name(); INVALID_ARGUMENT for anything that is not a well-formed name.

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/problem.h"
 #include "core/status.h"
@@ -75,7 +76,13 @@ Status LaunchReference(const Problem& p, const void* in, void* out, cudaStream_t
 // Whether a vendor member (config.vendor()) can run in this process: its library was found and
 // loads. Always true for our own kernels. The first call for a library loads it (dlopen).
 bool VendorAvailable(const TransposeConfig& c);
-// "cuBLAS 13.1.0 (libcublas.so.13)" when loaded, else why not.
+// "cuBLAS 13.1.0 (libcublas.so.13)", "cuTENSOR 2.3.1 (libcutensor.so.2)" when loaded, else why
+// not ("libcutensor not found (libcutensor.so.2, libcutensor.so)").
 std::string VendorDescription(const TransposeConfig& c);
+
+// The candidates a tuner on this process offers for `p`: CandidateConfigs(p) less the vendor
+// members whose library does not load here, so cutensor.permute is enumerated only where
+// libcutensor loads (and cublas.geam only where libcublas does). Same order.
+std::vector<TransposeConfig> AvailableCandidateConfigs(const Problem& p);
 
 }  // namespace transposed::kernels

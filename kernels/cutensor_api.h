@@ -1,0 +1,86 @@
+// The subset of the cuTENSOR 2.x C API that `cutensor.permute` calls (kernels/vendor.cc), as
+// function-pointer types for dlsym: no cutensor.h is installed on the build or GPU machines, and
+// libcutensor is loaded at run time so that a node without it still builds and runs.
+//
+// Source: NVIDIA cuTENSOR 2.x public headers cutensor.h (CUTENSOR_MAJOR 2, CUTENSOR_MINOR 5,
+// CUTENSOR_PATCH 0; CUTENSOR_VERSION = MAJOR * 10000 + MINOR * 100 + PATCH) and cutensor/types.h,
+// as published in public repositories; the declarations below are the 2.0-2.5 API (unchanged
+// across 2.x for these functions). Enum values copied from types.h; handles and descriptors are
+// opaque pointers; the compute descriptors are exported variables
+// (`extern const cutensorComputeDescriptor_t CUTENSOR_COMPUTE_DESC_32F;`), so dlsym returns the
+// address of the pointer. cudaDataType_t values are library_types.h's.
+//
+// Internal to kernels/. Declarations only; thread-safety is the library's (the functions used
+// here are documented thread-safe).
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <library_types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace transposed::kernels::internal::cutensor_api {
+
+struct Handle;
+struct TensorDescriptor;
+struct OperationDescriptor;
+struct PlanPreference;
+struct Plan;
+struct ComputeDescriptor;
+using cutensorHandle_t = Handle*;
+using cutensorTensorDescriptor_t = TensorDescriptor*;
+using cutensorOperationDescriptor_t = OperationDescriptor*;
+using cutensorPlanPreference_t = PlanPreference*;
+using cutensorPlan_t = Plan*;
+using cutensorComputeDescriptor_t = ComputeDescriptor*;
+
+// Enums are C enums (int-sized) in the header.
+using cutensorStatus_t = int;             // CUTENSOR_STATUS_SUCCESS = 0
+using cutensorOperator_t = int;           // CUTENSOR_OP_IDENTITY = 1
+using cutensorAlgo_t = int;               // CUTENSOR_ALGO_DEFAULT = -1
+using cutensorJitMode_t = int;            // CUTENSOR_JIT_MODE_NONE = 0
+inline constexpr cutensorStatus_t kStatusSuccess = 0;
+inline constexpr cutensorOperator_t kOpIdentity = 1;
+inline constexpr cutensorAlgo_t kAlgoDefault = -1;
+inline constexpr cutensorJitMode_t kJitModeNone = 0;
+
+// The oldest library with this API: 2.0.0.
+inline constexpr size_t kMinVersion = 20000;
+
+using GetVersionFn = size_t (*)();
+using GetErrorStringFn = const char* (*)(cutensorStatus_t error);
+using CreateFn = cutensorStatus_t (*)(cutensorHandle_t* handle);
+using DestroyFn = cutensorStatus_t (*)(cutensorHandle_t handle);
+using CreateTensorDescriptorFn = cutensorStatus_t (*)(cutensorHandle_t handle,
+                                                      cutensorTensorDescriptor_t* desc,
+                                                      uint32_t numModes, const int64_t extent[],
+                                                      const int64_t stride[],
+                                                      cudaDataType_t dataType,
+                                                      uint32_t alignmentRequirement);
+using DestroyTensorDescriptorFn = cutensorStatus_t (*)(cutensorTensorDescriptor_t desc);
+using CreatePermutationFn = cutensorStatus_t (*)(
+    cutensorHandle_t handle, cutensorOperationDescriptor_t* desc,
+    cutensorTensorDescriptor_t descA, const int32_t modeA[], cutensorOperator_t opA,
+    cutensorTensorDescriptor_t descB, const int32_t modeB[],
+    cutensorComputeDescriptor_t descCompute);
+using DestroyOperationDescriptorFn = cutensorStatus_t (*)(cutensorOperationDescriptor_t desc);
+using CreatePlanPreferenceFn = cutensorStatus_t (*)(cutensorHandle_t handle,
+                                                    cutensorPlanPreference_t* pref,
+                                                    cutensorAlgo_t algo,
+                                                    cutensorJitMode_t jitMode);
+using DestroyPlanPreferenceFn = cutensorStatus_t (*)(cutensorPlanPreference_t pref);
+// workspaceSizeLimit 0 for a permutation (NVIDIA's CUDALibrarySamples cuTENSOR permutation
+// sample passes 0; cutensorPermute has no workspace argument).
+using CreatePlanFn = cutensorStatus_t (*)(cutensorHandle_t handle, cutensorPlan_t* plan,
+                                          cutensorOperationDescriptor_t desc,
+                                          cutensorPlanPreference_t pref,
+                                          uint64_t workspaceSizeLimit);
+using DestroyPlanFn = cutensorStatus_t (*)(cutensorPlan_t plan);
+// B = alpha * op(A) permuted; alpha on the host, of the operation's scalar type (float for
+// CUTENSOR_COMPUTE_DESC_32F with CUDA_R_32F, double for 64F with CUDA_R_64F). No workspace.
+using PermuteFn = cutensorStatus_t (*)(cutensorHandle_t handle, cutensorPlan_t plan,
+                                       const void* alpha, const void* A, void* B,
+                                       cudaStream_t stream);
+
+}  // namespace transposed::kernels::internal::cutensor_api
