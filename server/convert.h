@@ -10,6 +10,7 @@
 #include "core/problem.h"
 #include "core/status.h"
 #include "core/tune_result.h"
+#include "proto/domain_proto.h"  // Device, Variant, Measurement <-> proto
 #include "proto/measure_method_proto.h"  // MeasureMethodToProto, MeasureMethodFromProto
 #include "proto/problem_proto.h"  // ProblemFromProto, ProblemToProto, ParseDTypeField
 #include "server/service.h"
@@ -23,10 +24,6 @@ namespace pb = ::transposed::v1;
 // The problem's device selector (unset oneof -> neither index nor uuid: device 0).
 DeviceRef DeviceRefFromProto(const pb::DeviceSelector& s);
 
-pb::Device DeviceToProto(const DeviceInfo& d);  // fingerprint included
-pb::Variant VariantToProto(const Candidate& c, const std::string& backend);
-// gbps = EffectiveGBps(problem_bytes, median_s).
-pb::Measurement MeasurementToProto(const Measurement& m, int64_t problem_bytes);
 pb::CandidateResult CandidateResultToProto(const CandidateResult& r, const std::string& backend,
                                            int64_t problem_bytes);
 // Answer from a tune result: ratio = gbps / ceiling_gbps (0 without a ceiling), rel_spread of the

@@ -47,20 +47,20 @@ pb::Response Dispatch(Engine* e, const Status& init_error, const pb::Request& re
     case pb::Request::kDescribe: {
       auto d = e->Describe();
       if (!d.ok()) return ErrorResponse(d.status());
-      ToProto(*d, r.mutable_describe()->mutable_device());
+      *r.mutable_describe()->mutable_device() = DeviceToProto(*d);
       return r;
     }
     case pb::Request::kCandidates: {
-      auto p = FromProto(req.candidates().problem());
+      auto p = ProblemFromProto(req.candidates().problem());
       if (!p.ok()) return ErrorResponse(p.status());
       auto cands = e->Candidates(*p);
       if (!cands.ok()) return ErrorResponse(cands.status());
       auto* out = r.mutable_candidates();
-      for (const Candidate& c : *cands) ToProto(c, out->add_candidates());
+      for (const Candidate& c : *cands) *out->add_candidates() = VariantToProto(c, "");
       return r;
     }
     case pb::Request::kOpen: {
-      auto p = FromProto(req.open().problem());
+      auto p = ProblemFromProto(req.open().problem());
       if (!p.ok()) return ErrorResponse(p.status());
       Status s = e->Open(*p);
       if (!s.ok()) return ErrorResponse(s);
@@ -74,7 +74,9 @@ pb::Response Dispatch(Engine* e, const Status& init_error, const pb::Request& re
       return r;
     }
     case pb::Request::kCheck: {
-      Status s = e->Check(FromProto(req.check().candidate()));
+      auto c = VariantFromProto("candidate", req.check().candidate());
+      if (!c.ok()) return ErrorResponse(c.status());
+      Status s = e->Check(*c);
       if (!s.ok()) return ErrorResponse(s);
       r.mutable_check();
       return r;
@@ -82,9 +84,11 @@ pb::Response Dispatch(Engine* e, const Status& init_error, const pb::Request& re
     case pb::Request::kMeasure: {
       auto o = FromProto(req.measure().options());
       if (!o.ok()) return ErrorResponse(o.status());
-      auto m = e->Measure(FromProto(req.measure().candidate()), *o);
+      auto c = VariantFromProto("candidate", req.measure().candidate());
+      if (!c.ok()) return ErrorResponse(c.status());
+      auto m = e->Measure(*c, *o);
       if (!m.ok()) return ErrorResponse(m.status());
-      ToProto(*m, r.mutable_measure()->mutable_measurement());
+      *r.mutable_measure()->mutable_measurement() = MeasurementToProto(*m, 0);
       return r;
     }
     case pb::Request::kCeiling: {
@@ -92,7 +96,7 @@ pb::Response Dispatch(Engine* e, const Status& init_error, const pb::Request& re
       if (!o.ok()) return ErrorResponse(o.status());
       auto m = e->MeasureCeiling(*o);
       if (!m.ok()) return ErrorResponse(m.status());
-      ToProto(*m, r.mutable_ceiling()->mutable_measurement());
+      *r.mutable_ceiling()->mutable_measurement() = MeasurementToProto(*m, 0);
       return r;
     }
     case pb::Request::REQUEST_NOT_SET:

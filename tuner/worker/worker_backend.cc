@@ -131,7 +131,7 @@ class DeviceWorker {
 
   Status OpenLocked(uint64_t id, const Problem& p, TimeBreakdown* phases) REQUIRES(mu_) {
     pb::Request req;
-    ToProto(p, req.mutable_open()->mutable_problem());
+    *req.mutable_open()->mutable_problem() = ProblemToProto(p);
     auto r = process_.Call(req, timeout_s_);
     if (!r.ok())
       return Status::Unavailable("worker died while opening " + p.ToString() + ": " +
@@ -162,18 +162,18 @@ class WorkerSession : public Session {
 
   Status Check(const Candidate& c) override {
     pb::Request req;
-    ToProto(c, req.mutable_check()->mutable_candidate());
+    *req.mutable_check()->mutable_candidate() = VariantToProto(c, "");
     return worker_->SessionCall(id_, problem_, req, c.name, &phases_).status();
   }
 
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& opt) override {
     pb::Request req;
-    ToProto(c, req.mutable_measure()->mutable_candidate());
+    *req.mutable_measure()->mutable_candidate() = VariantToProto(c, "");
     ToProto(opt, req.mutable_measure()->mutable_options());
     TR_ASSIGN_OR_RETURN(pb::Response r,
                         worker_->SessionCall(id_, problem_, req, c.name, &phases_));
     if (!r.has_measure()) return Status::Internal("worker: measure answered with another kind");
-    return FromProto(r.measure().measurement());
+    return MeasurementFromProto("measurement", r.measure().measurement(), false);
   }
 
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& opt) override {
@@ -182,7 +182,7 @@ class WorkerSession : public Session {
     TR_ASSIGN_OR_RETURN(pb::Response r,
                         worker_->SessionCall(id_, problem_, req, "the copy ceiling", &phases_));
     if (!r.has_ceiling()) return Status::Internal("worker: ceiling answered with another kind");
-    return FromProto(r.ceiling().measurement());
+    return MeasurementFromProto("measurement", r.ceiling().measurement(), false);
   }
 
   TimeBreakdown TakePhases() override { return std::exchange(phases_, TimeBreakdown()); }
@@ -209,7 +209,7 @@ class WorkerBackend : public Backend {
   // answer, which the tuner reports as "no valid candidate".
   std::vector<Candidate> Candidates(const Problem& p) const override {
     pb::Request req;
-    ToProto(p, req.mutable_candidates()->mutable_problem());
+    *req.mutable_candidates()->mutable_problem() = ProblemToProto(p);
     auto r = worker_->Call(req);
     std::vector<Candidate> out;
     if (!r.ok() || !r->has_candidates()) {
@@ -217,7 +217,16 @@ class WorkerBackend : public Backend {
                    r.ok() ? "answered with another kind" : r.status().ToString());
       return out;
     }
-    for (const auto& c : r->candidates().candidates()) out.push_back(FromProto(c));
+    for (int i = 0; i < r->candidates().candidates_size(); ++i) {
+      auto c = VariantFromProto("candidates[" + std::to_string(i) + "]",
+                                r->candidates().candidates(i));
+      if (!c.ok()) {
+        spdlog::warn("worker device {}: listing candidates for {}: {}", device_.index,
+                     p.ToString(), c.status().ToString());
+        return {};
+      }
+      out.push_back(std::move(*c));
+    }
     return out;
   }
 
@@ -271,7 +280,13 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeWorkerBackends(
                     "device " + std::to_string(i) + " of " + options.path + ": " +
                         (r.ok() ? "describe answered with another kind" : r.status().message()));
     }
-    DeviceInfo info = FromProto(r->describe().device());
+    auto described = DeviceFromProto("device", r->describe().device());
+    if (!described.ok()) {
+      return Status(described.status().code(), "device " + std::to_string(i) + " of " +
+                                                   options.path + ": " +
+                                                   described.status().message());
+    }
+    DeviceInfo info = std::move(*described);
     info.index = i;
     spdlog::info("{} device {}: {} {} (worker {})", info.backend, i, info.name, info.uuid,
                  options.path);

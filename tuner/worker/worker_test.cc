@@ -93,6 +93,8 @@ TEST(FrameTest, SocketRoundTripEofAndTimeout) {
   close(sv[1]);
 }
 
+// The worker carries the API's Problem through its one mapping (proto/problem_proto.h): every
+// field survives the wire, the exactness included.
 TEST(CodecTest, ProblemRoundTrip) {
   Problem p;
   p.rows = 4097;
@@ -101,40 +103,41 @@ TEST(CodecTest, ProblemRoundTrip) {
   p.dtype = DType::kBF16;
   p.ld_in = 3008;
   p.ld_out = 4100;
-  pb::Problem m;
-  ToProto(p, &m);
-  pb::Problem wire;
+  pb::OpenRequest m;
+  *m.mutable_problem() = ProblemToProto(p);
+  pb::OpenRequest wire;
   ASSERT_TRUE(wire.ParseFromString(m.SerializeAsString()));
-  auto back = FromProto(wire);
+  auto back = ProblemFromProto(wire.problem());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, p);
   EXPECT_EQ(back->exactness, Exactness::kBit);
   p.dtype = DType::kF64;
   p.exactness = Exactness::kValue;
-  ToProto(p, &m);
-  EXPECT_EQ(m.exactness(), "value");
-  back = FromProto(m);
+  *m.mutable_problem() = ProblemToProto(p);
+  ASSERT_TRUE(wire.ParseFromString(m.SerializeAsString()));
+  back = ProblemFromProto(wire.problem());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->exactness, Exactness::kValue);
-  m.set_exactness("");  // an older sender: bit-exact
-  EXPECT_EQ(FromProto(m)->exactness, Exactness::kBit);
-  m.set_exactness("fuzzy");
-  EXPECT_EQ(FromProto(m).status().code(), StatusCode::kInvalidArgument);
-  m.set_exactness("bit");
-  m.set_dtype("f7");
-  auto bad = FromProto(m);
+  wire.mutable_problem()->set_dtype("f7");
+  auto bad = ProblemFromProto(wire.problem());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("dtype"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("problem.dtype"), std::string::npos);
 }
 
 TEST(CodecTest, CandidateAndOptionsRoundTrip) {
   Candidate c{"tile64x64.rows8.vec16.swz",
               {{"tile_rows", 64}, {"vec_bytes", 16}, {"big", 1LL << 40}}};
-  pb::Candidate cm;
-  ToProto(c, &cm);
-  Candidate cb = FromProto(cm);
-  EXPECT_EQ(cb.name, c.name);
-  EXPECT_EQ(cb.params, c.params);
+  pb::MeasureRequest cm;
+  *cm.mutable_candidate() = VariantToProto(c, "");
+  pb::MeasureRequest cwire;
+  ASSERT_TRUE(cwire.ParseFromString(cm.SerializeAsString()));
+  StatusOr<Candidate> cb = VariantFromProto("candidate", cwire.candidate());
+  ASSERT_TRUE(cb.ok()) << cb.status().ToString();
+  EXPECT_EQ(cb->name, c.name);
+  EXPECT_EQ(cb->params, c.params);
+  cm.mutable_candidate()->clear_name();
+  EXPECT_EQ(VariantFromProto("candidate", cm.candidate()).status().message(),
+            "candidate.name: must not be empty");
 
   MeasureOptions o{3, 17, 0.0123, 999};
   pb::MeasureOptions om;
@@ -170,11 +173,11 @@ TEST(CodecTest, MeasurementDoublesAreExact) {
   how.final_rounds = 3;
   how.remeasured_after_rel_spread = 0.1 + 0.2;
   Measurement m = Measurement::FromSamples({1.0 / 3.0, 2.718281828459045e-5, 1e-7}, 2, how);
-  pb::Measurement mm;
-  ToProto(m, &mm);
-  pb::Measurement wire;
+  pb::MeasureResponse mm;
+  *mm.mutable_measurement() = MeasurementToProto(m, 0);
+  pb::MeasureResponse wire;
   ASSERT_TRUE(wire.ParseFromString(mm.SerializeAsString()));
-  StatusOr<Measurement> parsed = FromProto(wire);
+  StatusOr<Measurement> parsed = MeasurementFromProto("measurement", wire.measurement(), false);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   const Measurement& back = *parsed;
   EXPECT_EQ(back.valid, m.valid);
@@ -184,8 +187,8 @@ TEST(CodecTest, MeasurementDoublesAreExact) {
   EXPECT_EQ(back.samples, 3);
   EXPECT_EQ(back.warmup, 2);
   EXPECT_EQ(back.method, m.method);
-  ToProto(Measurement::Invalid("worker died"), &mm);
-  StatusOr<Measurement> bb = FromProto(mm);
+  StatusOr<Measurement> bb = MeasurementFromProto(
+      "measurement", MeasurementToProto(Measurement::Invalid("worker died"), 0), false);
   ASSERT_TRUE(bb.ok());
   EXPECT_FALSE(bb->valid);
   EXPECT_EQ(bb->error, "worker died");
@@ -194,10 +197,9 @@ TEST(CodecTest, MeasurementDoublesAreExact) {
 // The method goes through the API's bounded mapping (proto/measure_method_proto.h): a worker
 // cannot hand the daemon an unbounded string.
 TEST(CodecTest, MeasurementMethodIsBounded) {
-  pb::Measurement mm;
-  ToProto(Measurement::Invalid("x"), &mm);
+  v1::Measurement mm = MeasurementToProto(Measurement::Invalid("x"), 0);
   mm.mutable_method()->set_op(std::string(65, 'o'));
-  StatusOr<Measurement> bad = FromProto(mm);
+  StatusOr<Measurement> bad = MeasurementFromProto("measurement", mm, false);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("measurement.method.op"), std::string::npos)
       << bad.status().message();
@@ -212,12 +214,18 @@ TEST(CodecTest, DeviceInfoRoundTripKeepsFingerprint) {
   d.memory_bytes = 85520809984ULL;
   d.attributes = {{"compute_capability", "9.0"}, {"l2_bytes", "52428800"}};
   d.library_version = "0.1.0+kabc";
-  pb::Device m;
-  ToProto(d, &m);
-  DeviceInfo back = FromProto(m);
-  EXPECT_EQ(back.uuid, d.uuid);
-  EXPECT_EQ(back.attributes, d.attributes);
-  EXPECT_EQ(back.Fingerprint(), d.Fingerprint());
+  pb::DescribeResponse m;
+  *m.mutable_device() = DeviceToProto(d);
+  pb::DescribeResponse wire;
+  ASSERT_TRUE(wire.ParseFromString(m.SerializeAsString()));
+  StatusOr<DeviceInfo> back = DeviceFromProto("device", wire.device());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->uuid, d.uuid);
+  EXPECT_EQ(back->attributes, d.attributes);
+  EXPECT_EQ(back->Fingerprint(), d.Fingerprint());
+  m.mutable_device()->clear_library_version();  // a worker that cannot say what it runs
+  EXPECT_EQ(DeviceFromProto("device", m.device()).status().message(),
+            "device.library_version: must not be empty");
 }
 
 TEST(CodecTest, Errors) {
@@ -243,7 +251,7 @@ TEST(ServeTest, DispatchAnswersEveryRequestKindWithItsTypedResponse) {
   pb::Request req;
   EXPECT_TRUE(Dispatch(&engine, Status::OK(), req).has_error());  // no kind set
   EXPECT_TRUE(Dispatch(&engine, Status::OK(), DescribeRequest()).has_describe());
-  ToProto(p, req.mutable_candidates()->mutable_problem());
+  *req.mutable_candidates()->mutable_problem() = ProblemToProto(p);
   pb::Response cands = Dispatch(&engine, Status::OK(), req);
   ASSERT_TRUE(cands.has_candidates());
   EXPECT_EQ(cands.candidates().candidates_size(), 4);
@@ -254,7 +262,7 @@ TEST(ServeTest, DispatchAnswersEveryRequestKindWithItsTypedResponse) {
   ASSERT_TRUE(early.has_error());
   EXPECT_EQ(ErrorStatus(early.error()).code(), StatusCode::kFailedPrecondition);
   req.Clear();
-  ToProto(p, req.mutable_open()->mutable_problem());
+  *req.mutable_open()->mutable_problem() = ProblemToProto(p);
   EXPECT_TRUE(Dispatch(&engine, Status::OK(), req).has_open());
   req.Clear();
   req.mutable_check()->mutable_candidate()->set_name("fake.c0");
