@@ -178,6 +178,23 @@ TEST(KernelsGpu, CublasGeamIsAvailable) {
   EXPECT_TRUE(VendorAvailable(*geam)) << VendorDescription(*geam);
 }
 
+// cuTENSOR's permutation where libcutensor (2.x) loads: batched and strided f32/f64 shapes, checked
+// value-exactly like every vendor member. None of the GPU machines we use has the library: the
+// test then says why and skips.
+TEST(KernelsGpuSmall, CutensorPermuteWhereTheLibraryLoads) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const TransposeConfig permute = *TransposeConfig::FromName("cutensor.permute");
+  if (!VendorAvailable(permute)) GTEST_SKIP() << "cutensor.permute: " << VendorDescription(permute);
+  std::printf("%s\n", VendorDescription(permute).c_str());
+  RunShapes({{1, 1, 1, 0, 0},
+             {31, 33, 1, 0, 0},
+             {96, 160, 7, 0, 0},
+             {300, 200, 3, 203, 301},
+             {4097, 3001, 1, 0, 0},
+             {13, 5000, 2, 5003, 17}},
+            [](const TransposeConfig& c) { return c.algorithm == Algorithm::kCutensorPermute; });
+}
+
 TEST(KernelsGpu, AllConfigsAllShapes) {
   RunShapes({{1, 1, 1, 0, 0},
              {1, 5000, 1, 0, 0},

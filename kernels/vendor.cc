@@ -6,7 +6,6 @@
 #include <mutex>
 #include <tuple>
 
-#include "kernels/cutensor_api.h"
 #include "kernels/vendor_layout.h"
 
 namespace transposed::kernels::internal {
@@ -118,42 +117,32 @@ class Cublas {
   std::map<int, void*> handles_;  // per device, guarded by mu_
 };
 
+}  // namespace
+
+Status LaunchCublasGeam(const Problem& p, const void* in, void* out, cudaStream_t s,
+                        const LaunchOptions&) {
+  return Cublas::Get().Geam(p, in, out, s);
+}
+
+bool CublasLoaded() { return Cublas::Get().loaded(); }
+std::string CublasDescription() { return Cublas::Get().description(); }
+
 // ---- cuTENSOR (kernels/cutensor_api.h) ----
 
 namespace ct = cutensor_api;
 static_assert(kCudaR32F == CUDA_R_32F && kCudaR64F == CUDA_R_64F,
               "vendor_layout.h's cudaDataType_t values are library_types.h's");
 
-// The symbols of one opened libcutensor, or why it cannot be used.
-struct CutensorSymbols {
-  void* lib = nullptr;
-  bool loaded = false;
-  std::string description;
-  size_t version = 0;
-  ct::GetErrorStringFn error_string = nullptr;
-  ct::CreateFn create = nullptr;
-  ct::CreateTensorDescriptorFn create_tensor = nullptr;
-  ct::DestroyTensorDescriptorFn destroy_tensor = nullptr;
-  ct::CreatePermutationFn create_permutation = nullptr;
-  ct::DestroyOperationDescriptorFn destroy_operation = nullptr;
-  ct::CreatePlanPreferenceFn create_preference = nullptr;
-  ct::DestroyPlanPreferenceFn destroy_preference = nullptr;
-  ct::CreatePlanFn create_plan = nullptr;
-  ct::DestroyPlanFn destroy_plan = nullptr;
-  ct::PermuteFn permute = nullptr;
-  ct::cutensorComputeDescriptor_t compute_32f = nullptr;
-  ct::cutensorComputeDescriptor_t compute_64f = nullptr;
-};
+namespace {
 
 template <typename Fn>
-bool Resolve(void* lib, const char* name, Fn* fn, std::string* missing) {
+void Resolve(void* lib, const char* name, Fn* fn, std::string* missing) {
   *fn = reinterpret_cast<Fn>(dlsym(lib, name));
   if (*fn == nullptr && missing->empty()) *missing = name;
-  return *fn != nullptr;
 }
 
-// Opens the first of `sonames` that loads and resolves what cutensor.permute calls; the library
-// stays open in the result (lib) whether or not it is usable.
+}  // namespace
+
 CutensorSymbols LoadCutensor(const std::vector<std::string>& sonames) {
   CutensorSymbols s;
   std::string name, tried;
@@ -184,6 +173,7 @@ CutensorSymbols LoadCutensor(const std::vector<std::string>& sonames) {
   }
   Resolve(s.lib, "cutensorGetErrorString", &s.error_string, &missing);
   Resolve(s.lib, "cutensorCreate", &s.create, &missing);
+  Resolve(s.lib, "cutensorDestroy", &s.destroy, &missing);
   Resolve(s.lib, "cutensorCreateTensorDescriptor", &s.create_tensor, &missing);
   Resolve(s.lib, "cutensorDestroyTensorDescriptor", &s.destroy_tensor, &missing);
   Resolve(s.lib, "cutensorCreatePermutation", &s.create_permutation, &missing);
@@ -209,134 +199,125 @@ CutensorSymbols LoadCutensor(const std::vector<std::string>& sonames) {
   return s;
 }
 
-class Cutensor {
- public:
-  static Cutensor& Get() {
-    // Never destroyed: handles and plans outlive static teardown.
-    static Cutensor* const lib = new Cutensor(LoadCutensor({"libcutensor.so.2", "libcutensor.so"}));
-    return *lib;
-  }
+CutensorPermuter::CutensorPermuter(CutensorSymbols s) : s_(std::move(s)) {}
 
-  bool loaded() const { return s_.loaded; }
-  const std::string& description() const { return s_.description; }
+CutensorPermuter::~CutensorPermuter() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Clear();
+  for (auto& [dev, h] : handles_)
+    if (h != nullptr) s_.destroy(h);
+  handles_.clear();
+  if (s_.lib != nullptr) dlclose(s_.lib);
+}
 
-  Status Permute(const Problem& p, const void* in, void* out, cudaStream_t stream) {
-    if (!s_.loaded) return Status::FailedPrecondition("cutensor.permute: " + s_.description);
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-      cudaGetLastError();
-      return Status::Internal("cutensor.permute: cudaGetDevice failed");
-    }
-    const uint32_t align = CutensorAlignment(reinterpret_cast<uintptr_t>(in),
-                                             reinterpret_cast<uintptr_t>(out));
-    const PlanKey key{dev, static_cast<int>(p.dtype), p.rows, p.cols, p.batch,
-                      p.in_ld(), p.out_ld(), align};
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      TR_ASSIGN_OR_RETURN(CutensorPermuteLayout layout, CutensorLayoutFor(p));
-      ct::cutensorHandle_t& h = handles_[dev];
-      if (h == nullptr) {
-        const ct::cutensorStatus_t rc = s_.create(&h);
-        if (rc != ct::kStatusSuccess) {
-          h = nullptr;
-          return Error("cutensorCreate", rc);
-        }
+size_t CutensorPermuter::plans() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return plans_.size();
+}
+
+Status CutensorPermuter::Permute(int device, const Problem& p, const void* in, void* out,
+                                 cudaStream_t stream) {
+  if (!s_.loaded) return Status::FailedPrecondition("cutensor.permute: " + s_.description);
+  const uint32_t align = CutensorAlignment(reinterpret_cast<uintptr_t>(in),
+                                           reinterpret_cast<uintptr_t>(out));
+  const PlanKey key{device, static_cast<int>(p.dtype), p.rows, p.cols, p.batch,
+                    p.in_ld(),  p.out_ld(),              align};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    TR_ASSIGN_OR_RETURN(CutensorPermuteLayout layout, CutensorLayoutFor(p));
+    ct::cutensorHandle_t& h = handles_[device];
+    if (h == nullptr) {
+      const ct::cutensorStatus_t rc = s_.create(&h);
+      if (rc != ct::kStatusSuccess) {
+        h = nullptr;
+        return Error("cutensorCreate", rc);
       }
-      if (plans_.size() >= kCutensorMaxPlans) Clear();
-      PlanEntry e;
-      Status made = MakePlan(h, layout, align, &e);
-      if (!made.ok()) {
-        Destroy(e);
-        return made;
-      }
-      it = plans_.emplace(key, e).first;
     }
-    const PlanEntry& e = it->second;
-    const ct::cutensorStatus_t rc =
-        s_.permute(handles_[dev], e.plan, e.alpha, in, out, stream);
-    if (rc != ct::kStatusSuccess) return Error("cutensorPermute", rc);
-    return Status::OK();
+    if (plans_.size() >= kCutensorMaxPlans) Clear();
+    PlanEntry e;
+    e.handle = h;
+    Status made = MakePlan(h, layout, align, &e);
+    if (!made.ok()) {
+      Destroy(e);
+      return made;
+    }
+    it = plans_.emplace(key, e).first;
   }
+  const PlanEntry& e = it->second;
+  const ct::cutensorStatus_t rc = s_.permute(e.handle, e.plan, e.alpha, in, out, stream);
+  if (rc != ct::kStatusSuccess) return Error("cutensorPermute", rc);
+  return Status::OK();
+}
 
- private:
-  // device, dtype, rows, cols, batch, ld_in, ld_out, alignment
-  using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
-  struct PlanEntry {
-    ct::cutensorTensorDescriptor_t a = nullptr, b = nullptr;
-    ct::cutensorOperationDescriptor_t op = nullptr;
-    ct::cutensorPlanPreference_t pref = nullptr;
-    ct::cutensorPlan_t plan = nullptr;
-    const void* alpha = nullptr;  // 1 of the operation's scalar type (static storage)
-  };
+Status CutensorPermuter::Error(const char* what, int rc) const {
+  const char* why = s_.error_string != nullptr ? s_.error_string(rc) : nullptr;
+  return Status::Internal(std::string(what) + " returned status " + std::to_string(rc) +
+                          (why != nullptr ? std::string(" (") + why + ")" : std::string()));
+}
 
-  explicit Cutensor(CutensorSymbols s) : s_(std::move(s)) {}
+Status CutensorPermuter::MakePlan(ct::cutensorHandle_t h, const CutensorPermuteLayout& l,
+                                  uint32_t align, PlanEntry* e) {
+  static const float kOneF = 1;
+  static const double kOneD = 1;
+  const auto type = static_cast<cudaDataType_t>(l.data_type);
+  const bool f64 = l.data_type == kCudaR64F;
+  e->alpha = f64 ? static_cast<const void*>(&kOneD) : static_cast<const void*>(&kOneF);
+  ct::cutensorStatus_t rc =
+      s_.create_tensor(h, &e->a, l.modes, l.extent_a, l.stride_a, type, align);
+  if (rc != ct::kStatusSuccess) return Error("cutensorCreateTensorDescriptor (A)", rc);
+  rc = s_.create_tensor(h, &e->b, l.modes, l.extent_b, l.stride_b, type, align);
+  if (rc != ct::kStatusSuccess) return Error("cutensorCreateTensorDescriptor (B)", rc);
+  rc = s_.create_permutation(h, &e->op, e->a, l.mode_a, ct::kOpIdentity, e->b, l.mode_b,
+                             f64 ? s_.compute_64f : s_.compute_32f);
+  if (rc != ct::kStatusSuccess) return Error("cutensorCreatePermutation", rc);
+  rc = s_.create_preference(h, &e->pref, ct::kAlgoDefault, ct::kJitModeNone);
+  if (rc != ct::kStatusSuccess) return Error("cutensorCreatePlanPreference", rc);
+  // Workspace limit 0, as NVIDIA's permutation sample does: cutensorPermute takes no workspace.
+  rc = s_.create_plan(h, &e->plan, e->op, e->pref, 0);
+  if (rc != ct::kStatusSuccess) return Error("cutensorCreatePlan", rc);
+  return Status::OK();
+}
 
-  Status Error(const char* what, ct::cutensorStatus_t rc) const {
-    const char* why = s_.error_string != nullptr ? s_.error_string(rc) : nullptr;
-    return Status::Internal(std::string(what) + " returned status " + std::to_string(rc) +
-                            (why != nullptr ? std::string(" (") + why + ")" : std::string()));
-  }
+void CutensorPermuter::Destroy(const PlanEntry& e) {
+  if (e.plan) s_.destroy_plan(e.plan);
+  if (e.pref) s_.destroy_preference(e.pref);
+  if (e.op) s_.destroy_operation(e.op);
+  if (e.b) s_.destroy_tensor(e.b);
+  if (e.a) s_.destroy_tensor(e.a);
+}
 
-  Status MakePlan(ct::cutensorHandle_t h, const CutensorPermuteLayout& l, uint32_t align,
-                  PlanEntry* e) {
-    static const float kOneF = 1;
-    static const double kOneD = 1;
-    const auto type = static_cast<cudaDataType_t>(l.data_type);
-    const bool f64 = l.data_type == kCudaR64F;
-    e->alpha = f64 ? static_cast<const void*>(&kOneD) : static_cast<const void*>(&kOneF);
-    ct::cutensorStatus_t rc =
-        s_.create_tensor(h, &e->a, l.modes, l.extent_a, l.stride_a, type, align);
-    if (rc != ct::kStatusSuccess) return Error("cutensorCreateTensorDescriptor (A)", rc);
-    rc = s_.create_tensor(h, &e->b, l.modes, l.extent_b, l.stride_b, type, align);
-    if (rc != ct::kStatusSuccess) return Error("cutensorCreateTensorDescriptor (B)", rc);
-    rc = s_.create_permutation(h, &e->op, e->a, l.mode_a, ct::kOpIdentity, e->b, l.mode_b,
-                               f64 ? s_.compute_64f : s_.compute_32f);
-    if (rc != ct::kStatusSuccess) return Error("cutensorCreatePermutation", rc);
-    rc = s_.create_preference(h, &e->pref, ct::kAlgoDefault, ct::kJitModeNone);
-    if (rc != ct::kStatusSuccess) return Error("cutensorCreatePlanPreference", rc);
-    // Workspace limit 0, as NVIDIA's permutation sample does: cutensorPermute takes no workspace.
-    rc = s_.create_plan(h, &e->plan, e->op, e->pref, 0);
-    if (rc != ct::kStatusSuccess) return Error("cutensorCreatePlan", rc);
-    return Status::OK();
-  }
+void CutensorPermuter::Clear() {
+  for (auto& [k, e] : plans_) Destroy(e);
+  plans_.clear();
+}
 
-  // Host objects only; a permutation already enqueued keeps its own launch arguments.
-  void Destroy(const PlanEntry& e) {
-    if (e.plan) s_.destroy_plan(e.plan);
-    if (e.pref) s_.destroy_preference(e.pref);
-    if (e.op) s_.destroy_operation(e.op);
-    if (e.b) s_.destroy_tensor(e.b);
-    if (e.a) s_.destroy_tensor(e.a);
-  }
-  void Clear() {
-    for (auto& [k, e] : plans_) Destroy(e);
-    plans_.clear();
-  }
+namespace {
 
-  const CutensorSymbols s_;
-  std::mutex mu_;
-  std::map<int, ct::cutensorHandle_t> handles_;  // per device, guarded by mu_
-  std::map<PlanKey, PlanEntry> plans_;           // guarded by mu_, at most kCutensorMaxPlans
-};
+// The process's cuTENSOR: libcutensor.so.2 (or an unversioned libcutensor.so of the 2.x API).
+// Never destroyed: handles and plans outlive static teardown.
+CutensorPermuter& ProcessCutensor() {
+  static CutensorPermuter* const lib =
+      new CutensorPermuter(LoadCutensor({"libcutensor.so.2", "libcutensor.so"}));
+  return *lib;
+}
 
 }  // namespace
 
-Status LaunchCublasGeam(const Problem& p, const void* in, void* out, cudaStream_t s,
-                        const LaunchOptions&) {
-  return Cublas::Get().Geam(p, in, out, s);
-}
-
-bool CublasLoaded() { return Cublas::Get().loaded(); }
-std::string CublasDescription() { return Cublas::Get().description(); }
-
 Status LaunchCutensorPermute(const Problem& p, const void* in, void* out, cudaStream_t s,
                              const LaunchOptions&) {
-  return Cutensor::Get().Permute(p, in, out, s);
+  CutensorPermuter& t = ProcessCutensor();
+  if (!t.loaded()) return Status::FailedPrecondition("cutensor.permute: " + t.description());
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return Status::Internal("cutensor.permute: cudaGetDevice failed");
+  }
+  return t.Permute(dev, p, in, out, s);
 }
 
-bool CutensorLoaded() { return Cutensor::Get().loaded(); }
-std::string CutensorDescription() { return Cutensor::Get().description(); }
+bool CutensorLoaded() { return ProcessCutensor().loaded(); }
+std::string CutensorDescription() { return ProcessCutensor().description(); }
 
 CutensorProbe ProbeCutensor(const std::vector<std::string>& sonames) {
   CutensorSymbols s = LoadCutensor(sonames);

@@ -12,11 +12,17 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/problem.h"
 #include "core/status.h"
+#include "kernels/cutensor_api.h"
+#include "kernels/vendor_layout.h"
 #include "transposed/kernels/launch.h"
 
 namespace transposed::kernels::internal {
@@ -61,5 +67,75 @@ std::string CutensorVersionRefusal(size_t version);
 std::string CutensorVersionString(size_t version);
 
 inline constexpr size_t kCutensorMaxPlans = 64;
+
+// The symbols of one opened libcutensor (kernels/cutensor_api.h), or why it cannot be used
+// (`loaded` false, `description` says why; `lib` may then still be open).
+struct CutensorSymbols {
+  void* lib = nullptr;
+  bool loaded = false;
+  std::string description;
+  size_t version = 0;
+  cutensor_api::GetErrorStringFn error_string = nullptr;
+  cutensor_api::CreateFn create = nullptr;
+  cutensor_api::DestroyFn destroy = nullptr;
+  cutensor_api::CreateTensorDescriptorFn create_tensor = nullptr;
+  cutensor_api::DestroyTensorDescriptorFn destroy_tensor = nullptr;
+  cutensor_api::CreatePermutationFn create_permutation = nullptr;
+  cutensor_api::DestroyOperationDescriptorFn destroy_operation = nullptr;
+  cutensor_api::CreatePlanPreferenceFn create_preference = nullptr;
+  cutensor_api::DestroyPlanPreferenceFn destroy_preference = nullptr;
+  cutensor_api::CreatePlanFn create_plan = nullptr;
+  cutensor_api::DestroyPlanFn destroy_plan = nullptr;
+  cutensor_api::PermuteFn permute = nullptr;
+  cutensor_api::cutensorComputeDescriptor_t compute_32f = nullptr;
+  cutensor_api::cutensorComputeDescriptor_t compute_64f = nullptr;
+};
+// Opens the first of `sonames` that dlopen finds and resolves every symbol cutensor.permute
+// calls, after checking cutensorGetVersion() (CutensorVersionRefusal).
+CutensorSymbols LoadCutensor(const std::vector<std::string>& sonames);
+
+// cuTENSOR's permutation on one loaded library: a handle per device and the plans, made on the
+// first call for a (device, problem, pointer alignment) and cached (at most kCutensorMaxPlans;
+// then the cache is emptied: plans are host objects, a permutation already enqueued keeps its
+// own arguments). The process has one, on libcutensor.so.2 (LaunchCutensorPermute); tests make
+// others on a fake library. Thread-safe (one mutex around handles, plans and the calls).
+class CutensorPermuter {
+ public:
+  explicit CutensorPermuter(CutensorSymbols s);
+  ~CutensorPermuter();  // destroys plans and handles, closes the library
+  CutensorPermuter(const CutensorPermuter&) = delete;
+  CutensorPermuter& operator=(const CutensorPermuter&) = delete;
+
+  bool loaded() const { return s_.loaded; }
+  const std::string& description() const { return s_.description; }
+  // cutensorPermute with alpha 1 of `p` (CutensorLayoutFor) on `device`'s handle, asynchronous
+  // on `stream`. FAILED_PRECONDITION when the library is not loaded, INVALID_ARGUMENT for a
+  // problem it cannot do, INTERNAL with cuTENSOR's status and error string when a call fails
+  // (the objects made so far destroyed).
+  Status Permute(int device, const Problem& p, const void* in, void* out, cudaStream_t stream);
+  size_t plans() const;  // cached plans, all devices
+
+ private:
+  // device, dtype, rows, cols, batch, ld_in, ld_out, alignment
+  using PlanKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
+  struct PlanEntry {
+    cutensor_api::cutensorHandle_t handle = nullptr;
+    cutensor_api::cutensorTensorDescriptor_t a = nullptr, b = nullptr;
+    cutensor_api::cutensorOperationDescriptor_t op = nullptr;
+    cutensor_api::cutensorPlanPreference_t pref = nullptr;
+    cutensor_api::cutensorPlan_t plan = nullptr;
+    const void* alpha = nullptr;  // 1 of the operation's scalar type (static storage)
+  };
+  Status Error(const char* what, int rc) const;
+  Status MakePlan(cutensor_api::cutensorHandle_t h, const CutensorPermuteLayout& l,
+                  uint32_t align, PlanEntry* e);
+  void Destroy(const PlanEntry& e);
+  void Clear();  // all plans; mu_ held
+
+  const CutensorSymbols s_;
+  mutable std::mutex mu_;
+  std::map<int, cutensor_api::cutensorHandle_t> handles_;  // per device, guarded by mu_
+  std::map<PlanKey, PlanEntry> plans_;  // guarded by mu_, at most kCutensorMaxPlans
+};
 
 }  // namespace transposed::kernels::internal
