@@ -420,6 +420,9 @@ int Main(int argc, char** argv) {
   const TransposeConfig geam = *TransposeConfig::FromName("cublas.geam");
   std::printf("cuBLAS: %s%s\n", kernels::VendorDescription(geam).c_str(),
               kernels::VendorAvailable(geam) ? "" : " (the cublas_geam column is skipped)");
+  const TransposeConfig permute = *TransposeConfig::FromName("cutensor.permute");
+  std::printf("cuTENSOR: %s%s\n", kernels::VendorDescription(permute).c_str(),
+              kernels::VendorAvailable(permute) ? "" : " (cutensor.permute is skipped)");
 
   Bench bench;
   bench.timing = timing;

@@ -36,10 +36,10 @@ using cutensorPlan_t = Plan*;
 using cutensorComputeDescriptor_t = ComputeDescriptor*;
 
 // Enums are C enums (int-sized) in the header.
-using cutensorStatus_t = int;             // CUTENSOR_STATUS_SUCCESS = 0
-using cutensorOperator_t = int;           // CUTENSOR_OP_IDENTITY = 1
-using cutensorAlgo_t = int;               // CUTENSOR_ALGO_DEFAULT = -1
-using cutensorJitMode_t = int;            // CUTENSOR_JIT_MODE_NONE = 0
+using cutensorStatus_t = int;    // CUTENSOR_STATUS_SUCCESS = 0
+using cutensorOperator_t = int;  // CUTENSOR_OP_IDENTITY = 1
+using cutensorAlgo_t = int;      // CUTENSOR_ALGO_DEFAULT = -1
+using cutensorJitMode_t = int;   // CUTENSOR_JIT_MODE_NONE = 0
 inline constexpr cutensorStatus_t kStatusSuccess = 0;
 inline constexpr cutensorOperator_t kOpIdentity = 1;
 inline constexpr cutensorAlgo_t kAlgoDefault = -1;
@@ -60,15 +60,13 @@ using CreateTensorDescriptorFn = cutensorStatus_t (*)(cutensorHandle_t handle,
                                                       uint32_t alignmentRequirement);
 using DestroyTensorDescriptorFn = cutensorStatus_t (*)(cutensorTensorDescriptor_t desc);
 using CreatePermutationFn = cutensorStatus_t (*)(
-    cutensorHandle_t handle, cutensorOperationDescriptor_t* desc,
-    cutensorTensorDescriptor_t descA, const int32_t modeA[], cutensorOperator_t opA,
-    cutensorTensorDescriptor_t descB, const int32_t modeB[],
-    cutensorComputeDescriptor_t descCompute);
+    cutensorHandle_t handle, cutensorOperationDescriptor_t* desc, cutensorTensorDescriptor_t descA,
+    const int32_t modeA[], cutensorOperator_t opA, cutensorTensorDescriptor_t descB,
+    const int32_t modeB[], cutensorComputeDescriptor_t descCompute);
 using DestroyOperationDescriptorFn = cutensorStatus_t (*)(cutensorOperationDescriptor_t desc);
 using CreatePlanPreferenceFn = cutensorStatus_t (*)(cutensorHandle_t handle,
                                                     cutensorPlanPreference_t* pref,
-                                                    cutensorAlgo_t algo,
-                                                    cutensorJitMode_t jitMode);
+                                                    cutensorAlgo_t algo, cutensorJitMode_t jitMode);
 using DestroyPlanPreferenceFn = cutensorStatus_t (*)(cutensorPlanPreference_t pref);
 // workspaceSizeLimit 0 for a permutation (NVIDIA's CUDALibrarySamples cuTENSOR permutation
 // sample passes 0; cutensorPermute has no workspace argument).

@@ -83,7 +83,6 @@ uint32_t g_modes = 0;  // of the last tensor made (A and B have the same number 
 
 }  // namespace
 
-
 extern "C" {
 
 // Exported variables, as cutensor/types.h declares them (`extern const
@@ -116,8 +115,8 @@ int cutensorDestroy(Handle* h) {
 }
 
 int cutensorCreateTensorDescriptor(Handle* h, Tensor** desc, uint32_t numModes,
-                                            const int64_t extent[], const int64_t stride[],
-                                            int dataType, uint32_t alignmentRequirement) {
+                                   const int64_t extent[], const int64_t stride[], int dataType,
+                                   uint32_t alignmentRequirement) {
   int rc = 0;
   if (Failing("cutensorCreateTensorDescriptor", &rc)) return rc;
   *desc = new Tensor{++g_next_id, dataType};
@@ -137,9 +136,8 @@ int cutensorDestroyTensorDescriptor(Tensor* desc) {
   return 0;
 }
 
-int cutensorCreatePermutation(Handle* h, Op** desc, Tensor* descA, const int32_t modeA[],
-                                       int opA, Tensor* descB, const int32_t modeB[],
-                                       Compute* descCompute) {
+int cutensorCreatePermutation(Handle* h, Op** desc, Tensor* descA, const int32_t modeA[], int opA,
+                              Tensor* descB, const int32_t modeB[], Compute* descCompute) {
   int rc = 0;
   if (Failing("cutensorCreatePermutation", &rc)) return rc;
   *desc = new Op{++g_next_id, descA->type};
@@ -177,8 +175,7 @@ int cutensorDestroyPlanPreference(Pref* pref) {
   return 0;
 }
 
-int cutensorCreatePlan(Handle* h, Plan** plan, Op* desc, Pref* pref,
-                                uint64_t workspaceSizeLimit) {
+int cutensorCreatePlan(Handle* h, Plan** plan, Op* desc, Pref* pref, uint64_t workspaceSizeLimit) {
   int rc = 0;
   if (Failing("cutensorCreatePlan", &rc)) return rc;
   *plan = new Plan{++g_next_id, desc->type};
@@ -199,7 +196,7 @@ int cutensorDestroyPlan(Plan* plan) {
 // alpha read as the scalar type of the plan's data type: float for CUDA_R_32F (0), double for
 // CUDA_R_64F (1).
 int cutensorPermute(Handle* h, Plan* plan, const void* alpha, const void* A, void* B,
-                             void* stream) {
+                    void* stream) {
   int rc = 0;
   if (Failing("cutensorPermute", &rc)) return rc;
   char a[64];

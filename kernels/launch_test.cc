@@ -180,7 +180,8 @@ Problem Strided(DType t) {
 }
 
 TEST_F(FakeCutensor, LoadsA2xLibraryAndRefusesA1xOne) {
-  internal::CutensorProbe two = internal::ProbeCutensor({"libtransposed-nope.so", FAKE_CUTENSOR2_PATH});
+  internal::CutensorProbe two =
+      internal::ProbeCutensor({"libtransposed-nope.so", FAKE_CUTENSOR2_PATH});
   EXPECT_TRUE(two.loaded) << two.description;
   EXPECT_EQ(two.description, std::string("cuTENSOR 2.5.1 (") + FAKE_CUTENSOR2_PATH + ")");
   internal::CutensorProbe one = internal::ProbeCutensor({FAKE_CUTENSOR1_PATH});

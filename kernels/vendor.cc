@@ -218,10 +218,10 @@ size_t CutensorPermuter::plans() const {
 Status CutensorPermuter::Permute(int device, const Problem& p, const void* in, void* out,
                                  cudaStream_t stream) {
   if (!s_.loaded) return Status::FailedPrecondition("cutensor.permute: " + s_.description);
-  const uint32_t align = CutensorAlignment(reinterpret_cast<uintptr_t>(in),
-                                           reinterpret_cast<uintptr_t>(out));
-  const PlanKey key{device, static_cast<int>(p.dtype), p.rows, p.cols, p.batch,
-                    p.in_ld(),  p.out_ld(),              align};
+  const uint32_t align =
+      CutensorAlignment(reinterpret_cast<uintptr_t>(in), reinterpret_cast<uintptr_t>(out));
+  const PlanKey key{
+      device, static_cast<int>(p.dtype), p.rows, p.cols, p.batch, p.in_ld(), p.out_ld(), align};
   std::lock_guard<std::mutex> lock(mu_);
   auto it = plans_.find(key);
   if (it == plans_.end()) {

@@ -127,8 +127,8 @@ class CutensorPermuter {
     const void* alpha = nullptr;  // 1 of the operation's scalar type (static storage)
   };
   Status Error(const char* what, int rc) const;
-  Status MakePlan(cutensor_api::cutensorHandle_t h, const CutensorPermuteLayout& l,
-                  uint32_t align, PlanEntry* e);
+  Status MakePlan(cutensor_api::cutensorHandle_t h, const CutensorPermuteLayout& l, uint32_t align,
+                  PlanEntry* e);
   void Destroy(const PlanEntry& e);
   void Clear();  // all plans; mu_ held
 

@@ -18,12 +18,12 @@
 // element and no identity that copies bits. alpha = 1 keeps every value except a NaN's payload
 // (as cuBLAS geam does), so the member is value-exact only, like cublas.geam
 // (TransposeConfig::canonicalizes_nan()), and value-exact is distinct from bit-exact only for f32
-// and f64 (core/problem.h ValueExactMatters): those two map to CUDA_R_32F / CUTENSOR_COMPUTE_DESC_32F
-// and CUDA_R_64F / CUTENSOR_COMPUTE_DESC_64F with a real alpha of 1. Refused with the reason:
-// integers (no integer type; their bits could look like NaNs), f16/bf16 (a value-exact f16/bf16
-// request is the bit-exact one, which a NaN-canonicalizing member cannot meet), complex (a
-// complex alpha (1, 0) computes 1 * re - 0 * im, so an infinite or NaN imaginary part would turn
-// the real part into NaN).
+// and f64 (core/problem.h ValueExactMatters): those two map to CUDA_R_32F /
+// CUTENSOR_COMPUTE_DESC_32F and CUDA_R_64F / CUTENSOR_COMPUTE_DESC_64F with a real alpha of 1.
+// Refused with the reason: integers (no integer type; their bits could look like NaNs), f16/bf16 (a
+// value-exact f16/bf16 request is the bit-exact one, which a NaN-canonicalizing member cannot
+// meet), complex (a complex alpha (1, 0) computes 1 * re - 0 * im, so an infinite or NaN imaginary
+// part would turn the real part into NaN).
 //
 // Pure host code (no CUDA, no cuTENSOR headers): compiled into every build and tested on the CPU
 // (vendor_layout_test.cc). Thread-safe (no state).
@@ -42,14 +42,14 @@ inline constexpr int kCudaR64F = 1;
 
 struct CutensorPermuteLayout {
   static constexpr int kMaxModes = 3;
-  int data_type = 0;                   // cudaDataType_t of A and B: kCudaR32F or kCudaR64F
-  const char* compute_symbol = "";     // "CUTENSOR_COMPUTE_DESC_32F" or "..._64F" (exported)
-  int elem_bytes = 0;                  // 4 or 8; alpha is a float or a double of 1
-  uint32_t modes = 0;                  // 2, or 3 with a batch
-  int32_t mode_a[kMaxModes] = {};      // mode labels of A, fastest first: 'c', 'r'[, 'b']
+  int data_type = 0;                // cudaDataType_t of A and B: kCudaR32F or kCudaR64F
+  const char* compute_symbol = "";  // "CUTENSOR_COMPUTE_DESC_32F" or "..._64F" (exported)
+  int elem_bytes = 0;               // 4 or 8; alpha is a float or a double of 1
+  uint32_t modes = 0;               // 2, or 3 with a batch
+  int32_t mode_a[kMaxModes] = {};   // mode labels of A, fastest first: 'c', 'r'[, 'b']
   int64_t extent_a[kMaxModes] = {};
-  int64_t stride_a[kMaxModes] = {};    // in elements
-  int32_t mode_b[kMaxModes] = {};      // of B: 'r', 'c'[, 'b']
+  int64_t stride_a[kMaxModes] = {};  // in elements
+  int32_t mode_b[kMaxModes] = {};    // of B: 'r', 'c'[, 'b']
   int64_t extent_b[kMaxModes] = {};
   int64_t stride_b[kMaxModes] = {};
 };

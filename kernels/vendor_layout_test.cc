@@ -112,11 +112,16 @@ TEST(CutensorLayout, BatchIsAThirdModeAndLeadingDimensionsAreStrides) {
 
 TEST(CutensorLayout, ThePermutationItDescribesIsTheTranspose) {
   const Problem problems[] = {
-      Make(7, 5, DType::kF32),          Make(5, 7, DType::kF64),
-      Make(1, 9, DType::kF32),          Make(9, 1, DType::kF64),
-      Make(1, 1, DType::kF32),          Make(6, 4, DType::kF32, 3),
-      Make(6, 4, DType::kF64, 2, 9, 6), Make(13, 11, DType::kF32, 1, 11, 20),
-      Make(13, 11, DType::kF32, 3, 17, 13), Make(4, 6, DType::kF64, 5, 7, 8),
+      Make(7, 5, DType::kF32),
+      Make(5, 7, DType::kF64),
+      Make(1, 9, DType::kF32),
+      Make(9, 1, DType::kF64),
+      Make(1, 1, DType::kF32),
+      Make(6, 4, DType::kF32, 3),
+      Make(6, 4, DType::kF64, 2, 9, 6),
+      Make(13, 11, DType::kF32, 1, 11, 20),
+      Make(13, 11, DType::kF32, 3, 17, 13),
+      Make(4, 6, DType::kF64, 5, 7, 8),
   };
   for (const Problem& p : problems) {
     auto l = CutensorLayoutFor(p);
@@ -143,8 +148,7 @@ TEST(CutensorLayout, RefusesWhatItCannotDoBitForValue) {
   for (DType d : {DType::kF16, DType::kBF16}) {
     auto l = CutensorLayoutFor(Make(16, 16, d));
     ASSERT_FALSE(l.ok()) << DTypeName(d);
-    EXPECT_NE(l.status().message().find("NaN payloads"), std::string::npos)
-        << l.status().message();
+    EXPECT_NE(l.status().message().find("NaN payloads"), std::string::npos) << l.status().message();
   }
   for (DType d : {DType::kC64, DType::kC128}) {
     auto l = CutensorLayoutFor(Make(16, 16, d));
