@@ -253,11 +253,6 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
   const bool bar = isatty(STDERR_FILENO) != 0;
   google::protobuf::util::JsonPrintOptions json;
   json.preserve_proto_field_names = true;
-  auto label = [](const v1::Problem& p) {
-    return std::to_string(p.rows()) + "x" + std::to_string(p.cols()) + " " + p.dtype() +
-           (p.has_batch() ? " batch " + std::to_string(p.batch()) : "") +
-           (p.exactness() == v1::EXACTNESS_VALUE ? " value-exact" : "");
-  };
   size_t answered = 0;
   int tuned = 0, cached = 0, failed = 0;
   for (size_t first = 0; first < problems.size(); first += kMaxTuneManyProblems) {
@@ -274,7 +269,7 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
                                 std::to_string(m.problem_index()) + " of a call of " +
                                 std::to_string(end - first));
       const std::string where = path + ":" + std::to_string(problems[i].number) + ": " +
-                                label(problems[i].problem);
+                                ProblemLabel(problems[i].problem);
       if (m.has_error()) {
         ++failed, ++answered;
         if (bar) std::cerr << "\r\033[K";
@@ -289,7 +284,7 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
           const size_t width = 30, done = width * answered / problems.size();
           std::cerr << "\r[" << std::string(done, '#') << std::string(width - done, ' ') << "] "
                     << answered << "/" << problems.size() << " tuning "
-                    << label(problems[i].problem) << " (" << p.candidate().phase() << " "
+                    << ProblemLabel(problems[i].problem) << " (" << p.candidate().phase() << " "
                     << p.index() << "/" << p.total() << ")\033[K" << std::flush;
         }
         return Status::OK();
@@ -302,7 +297,7 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
         (void)google::protobuf::util::MessageToJsonString(answer, &out, json);
         std::cout << out << std::endl;
       } else if (!bar) {
-        std::cout << label(problems[i].problem) << ": " << answer.variant().name() << " "
+        std::cout << ProblemLabel(problems[i].problem) << ": " << answer.variant().name() << " "
                   << (answer.source() == v1::SOURCE_CACHE ? "(cached, skipped)" : "(tuned)")
                   << std::endl;
       }

@@ -550,6 +550,9 @@ TEST_F(DaemonTest, TuneFromAFileSkipsCachedProblems) {
   ASSERT_EQ(first.exit_code, 0) << first.Describe();
   EXPECT_NE(first.err.find("2 problems: 2 tuned, 0 already cached"), std::string::npos)
       << first.Describe();
+  // Not on a terminal: one line per problem, labelled as everywhere else (ProblemLabel).
+  EXPECT_NE(first.out.find("64x48 f32: "), std::string::npos) << first.Describe();
+  EXPECT_NE(first.out.find("32x40 u8: "), std::string::npos) << first.Describe();
   CtlResult again = Ctl({"tune", "--from", shapes, "--json"});
   ASSERT_EQ(again.exit_code, 0) << again.Describe();
   EXPECT_NE(again.err.find("2 problems: 0 tuned, 2 already cached"), std::string::npos)
