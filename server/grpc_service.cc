@@ -244,6 +244,13 @@ class GrpcTransposer::StreamCall : public Call<Derived, grpc::ServerWriteReactor
     return true;
   }
 
+  // Whether the end is decided (End, or the client left): nothing more is written, and a call
+  // that feeds the stream from other work (TuneMany) starts none.
+  bool Ended() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return final_.has_value();
+  }
+
   // Decides the end: `last` (if any) after everything queued, then `status`. Only the first
   // decision counts.
   void End(const Status& status, std::optional<Msg> last = std::nullopt) EXCLUDES(mu_) {
@@ -414,18 +421,18 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
     // A forced re-tune overwrites cached winners: admin, as Tune.
     if (force_) {
       if (Status auth = owner_->Authorize("TuneMany.force", context_); !auth.ok()) {
-        Fail(auth);
+        End(auth);
         return;
       }
     }
     if (n < 1 || n > kMaxTuneManyProblems) {
-      Fail(Status::InvalidArgument("problems: between 1 and " +
-                                   std::to_string(kMaxTuneManyProblems) + " per call, got " +
-                                   std::to_string(n)));
+      End(Status::InvalidArgument("problems: between 1 and " +
+                                  std::to_string(kMaxTuneManyProblems) + " per call, got " +
+                                  std::to_string(n)));
       return;
     }
     if (Status s = CheckTuneBudget(request.budget_seconds()); !s.ok()) {
-      Fail(s);
+      End(s);
       return;
     }
     budget_seconds_ = request.budget_seconds();
@@ -446,26 +453,17 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
         s = checked.status();
       }
       if (!s.ok()) {
-        Fail(s);
+        End(s);
         return;
       }
       item.backend = devices[index].backend;
       items_.push_back(std::move(item));
     }
     if (Status admitted = owner_->Admit("TuneMany", context_, &slot_); !admitted.ok()) {
-      Fail(admitted);
+      End(admitted);
       return;
     }
     StartNext();
-  }
-
-  // Ends the call before any problem started.
-  void Fail(const Status& status) {
-    {
-      MutexLock l(&mu_);
-      stopped_ = true;
-    }
-    End(status);
   }
 
   // Starts the problems in order until one waits for a tune (its answer, on the device worker's
@@ -473,9 +471,9 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
   void StartNext() {
     while (true) {
       int i = -1;
+      if (Ended()) return;  // the client has gone, or a problem that could not start ended it
       {
         MutexLock l(&mu_);
-        if (stopped_) return;
         if (next_ < static_cast<int>(items_.size())) {
           i = next_++;
           last_index_ = 0;
@@ -549,7 +547,6 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
         (code == StatusCode::kResourceExhausted || code == StatusCode::kCancelled)) {
       {
         MutexLock l(&mu_);
-        stopped_ = true;
         ++failed_;
       }
       End(Status(code, "problems[" + std::to_string(i) + "]: " + answer.status().message() +
@@ -557,9 +554,9 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
                            " problems answered before it)"));
       return false;
     }
+    if (Ended()) return false;  // the client has gone, or an earlier problem ended the call
     {
       MutexLock l(&mu_);
-      if (stopped_) return false;  // the client has gone, or an earlier problem stopped the call
       if (!answer.ok()) {
         ++failed_;
         msg.mutable_error()->set_code(static_cast<int>(ToGrpcStatus(answer.status()).error_code()));
@@ -576,13 +573,7 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
     return Enqueue(std::move(msg));
   }
 
-  void OnClientLeft() override {
-    {
-      MutexLock l(&mu_);
-      stopped_ = true;
-    }
-    DetachWaiter();
-  }
+  void OnClientLeft() override { DetachWaiter(); }
 
   void OnFinishing(int written) override {
     MutexLock l(&mu_);
@@ -603,7 +594,6 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
   bool exhaustive_ = false;
   Mutex mu_;
   int next_ GUARDED_BY(mu_) = 0;         // the next problem to start
-  bool stopped_ GUARDED_BY(mu_) = false;  // no problem starts any more (the client has gone...)
   int last_index_ GUARDED_BY(mu_) = 0;    // of the problem in flight's last candidate
   int last_total_ GUARDED_BY(mu_) = 0;
   int cached_ GUARDED_BY(mu_) = 0;
