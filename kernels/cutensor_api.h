@@ -3,12 +3,31 @@
 // libcutensor is loaded at run time so that a node without it still builds and runs.
 //
 // Source: NVIDIA cuTENSOR 2.x public headers cutensor.h (CUTENSOR_MAJOR 2, CUTENSOR_MINOR 5,
-// CUTENSOR_PATCH 0; CUTENSOR_VERSION = MAJOR * 10000 + MINOR * 100 + PATCH) and cutensor/types.h,
-// as published in public repositories; the declarations below are the 2.0-2.5 API (unchanged
-// across 2.x for these functions). Enum values copied from types.h; handles and descriptors are
-// opaque pointers; the compute descriptors are exported variables
-// (`extern const cutensorComputeDescriptor_t CUTENSOR_COMPUTE_DESC_32F;`), so dlsym returns the
-// address of the pointer. cudaDataType_t values are library_types.h's.
+// CUTENSOR_PATCH 0; CUTENSOR_VERSION = MAJOR * 10000 + MINOR * 100 + PATCH) and cutensor/types.h.
+// Every signature, enum value and the compute-descriptor declaration below was checked against:
+// - the 2.5.0 cutensor.h and cutensor/types.h themselves (NVIDIA's text, copyright 2019-25);
+// - NVIDIA/nvmath-python nvmath/bindings/cycutensor.pxd ("generated with version 2.5.0" from those
+//   headers: the same argument order, types and pointer levels) and nvmath/bindings/cutensor.pyx
+//   (reads each descriptor as `ctypes.c_void_p.in_dll(lib, "CUTENSOR_COMPUTE_DESC_32F").value`,
+//   i.e. loads the pointer stored at the symbol, as vendor.cc does);
+// - JuliaGPU/CUDA.jl lib/cutensor/src/libcutensor.jl (generated from the 2.x headers) and
+//   res/wrap/libcutensor_epilogue.jl (cglobal of the symbol, then unsafe_load);
+// - NVIDIA/CUDALibrarySamples cuTENSOR/elementwise_permute.cu (the call sequence used here: float
+//   alpha for CUDA_R_32F with CUTENSOR_COMPUTE_DESC_32F, CUTENSOR_OP_IDENTITY,
+//   CUTENSOR_ALGO_DEFAULT, CUTENSOR_JIT_MODE_NONE, workspaceSizeLimit 0);
+// - the cuTENSOR 1.4.0 cutensor.h (`size_t cutensorGetVersion()` exists in 1.x too, so the version
+//   gate can call it before anything else) and NVIDIA's 2.0.0 release notes / 2.1.0 API index (the
+//   functions used here all date from 2.0.0).
+// In 2.0 the data-type argument of cutensorCreateTensorDescriptor is `cutensorDataType_t`, an enum
+// with cudaDataType_t's values (CUTENSOR_R_32F = 0, CUTENSOR_R_64F = 1); later 2.x headers make it
+// `typedef cudaDataType_t cutensorDataType_t`: the same int-sized argument either way. Handles and
+// descriptors are opaque pointers (`typedef struct cutensorHandle *cutensorHandle_t;`); the
+// compute descriptors are exported variables
+// (`CUTENSOR_EXTERN const cutensorComputeDescriptor_t CUTENSOR_COMPUTE_DESC_32F;`), so dlsym
+// returns the address of the pointer, which vendor.cc loads. Strides and extents are in elements,
+// mode i of a descriptor is modeA[i] of the operation (cutensor.h, cutensorCreateTensorDescriptor /
+// cutensorCreatePermutation); alignmentRequirement is in bytes, of the base pointers the plan will
+// run on. cudaDataType_t values are library_types.h's.
 //
 // Internal to kernels/. Declarations only; thread-safety is the library's (the functions used
 // here are documented thread-safe).
