@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Before/after markdown tables from two builds of transpose_bench run on the same problems in
-one run (the same --random N [--kind K] --seed S), from their --all-csv outputs: one row per
-problem (direction for skinny problems, MiB, our best kernel before and after with its share of
-the same-run cudaMemcpy D2D and its configuration; cuBLAS geam is left out: "ours" is the
-daemon's answer), then the median and worst share per element size (and direction).
+one run (the same --random N [--kind K] --seed S), from their --csv outputs: one row per problem
+(direction for skinny problems, MiB, our best kernel before and after - the bench's own
+family_best row, every non-vendor configuration: "ours" is the daemon's answer without cuBLAS
+or cuTENSOR - with its share of the same-run cudaMemcpy D2D and its configuration), then the
+median and worst share per element size (and direction).
 Several seeds: give the pairs one after the other.
-  usage: compare_to_md.py [--tall] BEFORE_all.csv AFTER_all.csv [BEFORE2 AFTER2 ...]
+  usage: compare_to_md.py [--tall] BEFORE.csv AFTER.csv [BEFORE2 AFTER2 ...]
   --tall  skinny problems of the tall direction only (cols <= 16, dense input rows)"""
 import collections
 import csv
@@ -17,25 +18,21 @@ SIZES = {"u8": 1, "i8": 1, "bf16": 2, "f16": 2, "f32": 4, "i32": 4, "f64": 8, "c
 
 
 def load(path):
-    """problem -> (share %, configuration) of the best non-vendor configuration; problem info."""
+    """problem -> (share %, configuration) of its family_best row; problem info; order."""
     best, info, order = {}, {}, []
     with open(path) as f:
         for r in csv.DictReader(f):
-            if r["error"] or not r["gbps"] or r["method"] != "family":
+            # No family_best where none of our kernels passed its check (an empty configuration).
+            if r["method"] != "family_best" or r["error"] or not r["config"]:
                 continue
             p = r["problem"]
-            if p not in info:
-                order.append(p)
-                cols, ld_in = int(r["cols"]), int(r["ld_in"])
-                direction = ""
-                if r["kind"] == "skinny":
-                    direction = "tall" if cols <= 16 and ld_in == cols else "wide"
-                info[p] = (r["dtype"], direction, int(r["bytes"]) / 2**20, r.get("seed", ""))
-            if r["config"] == "cublas.geam":
-                continue
-            pct = float(r["pct_of_copy"])
-            if p not in best or pct > best[p][0]:
-                best[p] = (pct, r["config"])
+            order.append(p)
+            cols, ld_in = int(r["cols"]), int(r["ld_in"])
+            direction = ""
+            if r["kind"] == "skinny":
+                direction = "tall" if cols <= 16 and ld_in == cols else "wide"
+            info[p] = (r["dtype"], direction, int(r["bytes"]) / 2**20, r.get("seed", ""))
+            best[p] = (float(r["pct_of_copy"]), r["config"])
     return best, info, order
 
 
