@@ -284,25 +284,20 @@ int Main(int argc, char** argv) {
           }
         }
       }
-      char line[1024];
+      // The fast tune's columns, the exhaustive tune's (empty without one), the problem's.
+      char fast[512], exhaustive[512] = ",,,,,,", problem[256];
+      std::snprintf(fast, sizeof(fast), "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f",
+                    p.ToString().c_str(), static_cast<long long>(p.bytes()),
+                    f->candidates.size(), f->tune_seconds, f->best.name.c_str(), f->gbps(),
+                    f->ceiling_gbps(), 100.0 * f->gbps() / f->ceiling_gbps());
       if (e.ok()) {
-        std::snprintf(line, sizeof(line),
-                      "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f,%.2f,%s,%.1f,%.1f,%.2f,%s,%s,%d,%llu,%d,%s",
-                      p.ToString().c_str(), static_cast<long long>(p.bytes()),
-                      f->candidates.size(), f->tune_seconds, f->best.name.c_str(), f->gbps(),
-                      f->ceiling_gbps(), 100.0 * f->gbps() / f->ceiling_gbps(), e->tune_seconds,
-                      e->best.name.c_str(), best_e, pick_in_e, pct, ok2 ? "yes" : "no",
-                      rp.kind.c_str(), p.elem_size(), static_cast<unsigned long long>(seed), k,
-                      vname.c_str());
-      } else {
-        std::snprintf(line, sizeof(line),
-                      "%s,%lld,%zu,%.3f,%s,%.1f,%.1f,%.1f,,,,,,,%s,%d,%llu,%d,%s",
-                      p.ToString().c_str(), static_cast<long long>(p.bytes()),
-                      f->candidates.size(), f->tune_seconds, f->best.name.c_str(), f->gbps(),
-                      f->ceiling_gbps(), 100.0 * f->gbps() / f->ceiling_gbps(), rp.kind.c_str(),
-                      p.elem_size(), static_cast<unsigned long long>(seed), k, vname.c_str());
+        std::snprintf(exhaustive, sizeof(exhaustive), ",%.2f,%s,%.1f,%.1f,%.2f,%s",
+                      e->tune_seconds, e->best.name.c_str(), best_e, pick_in_e, pct,
+                      ok2 ? "yes" : "no");
       }
-      emit(line);
+      std::snprintf(problem, sizeof(problem), ",%s,%d,%llu,%d,%s", rp.kind.c_str(),
+                    p.elem_size(), static_cast<unsigned long long>(seed), k, vname.c_str());
+      emit(std::string(fast) + exhaustive + problem);
     }
   }
   for (const auto& [key, ps] : per_size)
