@@ -9,12 +9,19 @@
 // round rotating who goes first, with the tuner's final-pass options; prints each candidate's
 // GB/s at the median of its rounds' medians and its ratio to the ceiling's.
 // --problem ROWS COLS DTYPE LD_IN LD_OUT: that problem instead of the square ones (LD 0: dense).
+// --in-l1: the register micro-kernels alone, on the calling thread with the data in L1: for every
+// instruction-set level this CPU runs and every element size, cpu_simd::RectKernel (plain stores)
+// over 128 input rows of 128 bytes (whole micro-tiles; input and output 16 KiB each), repeated
+// for 40 ms, best of 5, output checked; GB/s = 2 x bytes / time. Pin it (taskset -c N) for a
+// per-core figure.
 //   cpu_bench [--only SUBSTRING] [--threads N] [--budget SECONDS]
 //             [--problem ROWS COLS DTYPE LD_IN LD_OUT]
-//             [--all [--candidate NAME]... [--rounds N]]
+//             [--all [--candidate NAME]... [--rounds N]] | --in-l1
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -22,6 +29,7 @@
 #include <vector>
 
 #include "tuner/cpu_backend.h"
+#include "tuner/cpu_simd.h"
 #include "tuner/tuner.h"
 
 namespace transposed {
@@ -97,6 +105,46 @@ int MeasureAll(CpuBackend& backend, const Problem& p, const std::vector<std::str
   return 0;
 }
 
+// --in-l1: RectKernel of every level and element size over 128 input rows of 128 bytes in L1.
+int MeasureInL1() {
+  constexpr int kRows = 128, kRowBytes = 128, kBytes = kRows * kRowBytes;
+  alignas(64) static unsigned char in[kBytes], out[kBytes];
+  for (int i = 0; i < kBytes; ++i) in[i] = static_cast<unsigned char>(i * 131 + 7);
+  using Clock = std::chrono::steady_clock;
+  std::printf("# in L1, one thread, load %.2f: GB/s of RectKernel, %d input rows x %d bytes\n",
+              LoadAverage(), kRows, kRowBytes);
+  std::printf("%-8s %6s %6s %6s %6s %6s\n", "level", "1B", "2B", "4B", "8B", "16B");
+  int wrong = 0;
+  for (cpu_simd::Isa isa : cpu_simd::SupportedIsas()) {
+    const cpu_simd::RectFn rect = cpu_simd::RectKernel(isa);
+    std::printf("%-8s", cpu_simd::IsaName(isa));
+    for (int elem : {1, 2, 4, 8, 16}) {
+      const int64_t cols = kRowBytes / elem;
+      const cpu_simd::Mat m{in, out, /*ldi=*/cols, /*ldo=*/kRows, elem};
+      double best = 0;
+      for (int trial = 0; trial < 5; ++trial) {
+        int64_t calls = 0;
+        const Clock::time_point t0 = Clock::now();
+        double seconds = 0;
+        do {
+          for (int k = 0; k < 256; ++k) rect(m, 0, kRows, 0, cols, /*nt=*/false);
+          calls += 256;
+          seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        } while (seconds < 0.04);
+        best = std::max(best, 2.0 * kBytes * static_cast<double>(calls) / seconds / 1e9);
+      }
+      // The output is the input transposed, so the loop measured the real work.
+      for (int64_t i = 0; i < kRows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          wrong += std::memcmp(out + (j * kRows + i) * elem, in + (i * cols + j) * elem, elem) != 0;
+      std::printf(" %6.1f", best);
+    }
+    std::printf("\n");
+  }
+  if (wrong > 0) std::printf("# %d elements transposed wrong\n", wrong);
+  return wrong > 0 ? 1 : 0;
+}
+
 int Main(int argc, char** argv) {
   std::string only;
   bool all = false;
@@ -128,6 +176,8 @@ int Main(int argc, char** argv) {
       problems.push_back(p);
     } else if (a == "--all") {
       all = true;
+    } else if (a == "--in-l1") {
+      return MeasureInL1();
     } else if (a == "--candidate" && i + 1 < argc) {
       names.push_back(argv[++i]);
     } else if (a == "--rounds" && i + 1 < argc) {
@@ -136,7 +186,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: cpu_bench [--only SUBSTRING] [--threads N] [--budget S] "
                    "[--problem ROWS COLS DTYPE LD_IN LD_OUT] "
-                   "[--all [--candidate NAME]... [--rounds N]]\n");
+                   "[--all [--candidate NAME]... [--rounds N]] | --in-l1\n");
       return 2;
     }
   }
