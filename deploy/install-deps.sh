@@ -28,6 +28,9 @@ PKGS=(
 # the TLS/mTLS certificates of the security tests (server/security_e2e_test.cc).
 if [ "$BUILD_ONLY" -eq 0 ]; then
   PKGS+=(clang openssl)
+  # The README's `pip install ./python` into a virtual environment (Debian's python3 is
+  # externally managed, PEP 668).
+  PKGS+=(python3-venv)
 fi
 # Tests only: node and npm run the Kubernetes manifest validator (deploy/kubernetes/validate/).
 # A node that is already installed (from any source) is used as it is.
