@@ -4,7 +4,8 @@
 # of the service, the store, the gRPC shell, the metrics, the worker backend and the peers with
 # -Wthread-safety -Werror=thread-safety. Cheap: only those libraries' own sources are compiled.
 # Run by .ci/run.
-#   deploy/thread-safety.sh            BUILD_DIR (default build-clang), CXX (default clang++)
+#   deploy/thread-safety.sh            env: BUILD_DIR (default build-clang), CXX_CLANG / CC_CLANG
+#                                      (default clang++ / clang, else clang++-14 / clang-14)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BUILD_DIR:-build-clang}
