@@ -14,10 +14,20 @@
 // over 128 input rows of 128 bytes (whole micro-tiles; input and output 16 KiB each), repeated
 // for 40 ms, best of 5, output checked; GB/s = 2 x bytes / time. Pin it (taskset -c N) for a
 // per-core figure.
+// --store-pattern ROWS LINES STRIDE THREADS (x86-64): streaming stores alone, in the pattern of a
+// transpose's output: whole 64-byte lines to ROWS rows STRIDE bytes apart, LINES consecutive
+// lines to each row in turn, then the next LINES of every row, over a 64 MiB region per thread,
+// THREADS threads at once; the fastest of 5 passes, GB/s of bytes written by all.
 //   cpu_bench [--only SUBSTRING] [--threads N] [--budget SECONDS]
 //             [--problem ROWS COLS DTYPE LD_IN LD_OUT]
 //             [--all [--candidate NAME]... [--rounds N]] | --in-l1
+//             | --store-pattern ROWS LINES STRIDE THREADS
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tuner/cpu_backend.h"
@@ -145,6 +156,82 @@ int MeasureInL1() {
   return wrong > 0 ? 1 : 0;
 }
 
+// --store-pattern: streaming line stores to `rows` rows `stride` bytes apart, `lines` per row in
+// turn, over a 64 MiB region per thread; `threads` threads (pinned to the first CPUs of the
+// affinity mask by the caller's taskset, if any) write their own regions at once, each pass
+// started together.
+int MeasureStorePattern(int64_t rows, int64_t lines, int64_t stride, int threads) {
+#if defined(__x86_64__)
+  constexpr int64_t kRegion = int64_t{64} << 20;
+  const int64_t row_lines = stride / 64;  // whole lines of a row
+  if (rows < 1 || lines < 1 || stride < 64 || stride % 16 != 0 || row_lines % lines != 0 ||
+      rows * stride > kRegion || threads < 1 || threads > 64) {
+    std::fprintf(stderr,
+                 "cpu_bench: --store-pattern ROWS LINES STRIDE THREADS: STRIDE a multiple of 16, "
+                 "at least 64; LINES dividing STRIDE / 64; ROWS x STRIDE at most 64 MiB; 1 to 64 "
+                 "threads\n");
+    return 2;
+  }
+  const int64_t groups = kRegion / (rows * stride);
+  const int64_t bytes = groups * rows * row_lines * 64;  // per thread and pass
+  constexpr int kPasses = 5;
+  std::atomic<int> arrived{0};
+  // Every thread waits for all at the start of each pass and at the end of the last.
+  auto barrier = [&](int round) {
+    arrived.fetch_add(1);
+    while (arrived.load() < threads * round) _mm_pause();
+  };
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> marks(kPasses + 1);
+  auto run = [&](int t) {
+    auto* base = static_cast<unsigned char*>(std::aligned_alloc(4096, kRegion));
+    if (base == nullptr) std::abort();
+    std::memset(base, 1, kRegion);  // the pages faulted in before timing
+    const __m128i v = _mm_set1_epi8(static_cast<char>(t));
+    for (int pass = 0; pass < kPasses; ++pass) {
+      barrier(pass + 1);
+      if (t == 0) marks[pass] = Clock::now();
+      for (int64_t g = 0; g < groups; ++g) {
+        unsigned char* group = base + g * rows * stride;
+        for (int64_t c0 = 0; c0 < row_lines; c0 += lines)
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t l = 0; l < lines; ++l) {
+              auto* line = reinterpret_cast<__m128i*>(group + r * stride + (c0 + l) * 64);
+              _mm_stream_si128(line, v);
+              _mm_stream_si128(line + 1, v);
+              _mm_stream_si128(line + 2, v);
+              _mm_stream_si128(line + 3, v);
+            }
+      }
+      _mm_sfence();
+    }
+    barrier(kPasses + 1);
+    if (t == 0) marks[kPasses] = Clock::now();
+    std::free(base);
+  };
+  const double load = LoadAverage();
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(run, t);
+  run(0);
+  for (std::thread& th : pool) th.join();
+  // A pass ends when the next starts (every thread is through it): the fastest pass, all threads.
+  double best = 0;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const double seconds = std::chrono::duration<double>(marks[pass + 1] - marks[pass]).count();
+    best = std::max(best, static_cast<double>(bytes) * threads / seconds / 1e9);
+  }
+  std::printf("# store pattern: %lld rows %lld bytes apart, %lld lines per row in turn, %d "
+              "threads, load %.2f -> %.2f\n%.1f GB/s written\n",
+              static_cast<long long>(rows), static_cast<long long>(stride),
+              static_cast<long long>(lines), threads, load, LoadAverage(), best);
+  return 0;
+#else
+  (void)rows, (void)lines, (void)stride, (void)threads;
+  std::fprintf(stderr, "cpu_bench: --store-pattern needs x86-64\n");
+  return 2;
+#endif
+}
+
 int Main(int argc, char** argv) {
   std::string only;
   bool all = false;
@@ -178,6 +265,9 @@ int Main(int argc, char** argv) {
       all = true;
     } else if (a == "--in-l1") {
       return MeasureInL1();
+    } else if (a == "--store-pattern" && i + 4 < argc) {
+      return MeasureStorePattern(std::atoll(argv[i + 1]), std::atoll(argv[i + 2]),
+                                 std::atoll(argv[i + 3]), std::atoi(argv[i + 4]));
     } else if (a == "--candidate" && i + 1 < argc) {
       names.push_back(argv[++i]);
     } else if (a == "--rounds" && i + 1 < argc) {
@@ -186,7 +276,8 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: cpu_bench [--only SUBSTRING] [--threads N] [--budget S] "
                    "[--problem ROWS COLS DTYPE LD_IN LD_OUT] "
-                   "[--all [--candidate NAME]... [--rounds N]] | --in-l1\n");
+                   "[--all [--candidate NAME]... [--rounds N]] | --in-l1 "
+                   "| --store-pattern ROWS LINES STRIDE THREADS\n");
       return 2;
     }
   }
