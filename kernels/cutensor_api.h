@@ -15,6 +15,9 @@
 // - NVIDIA/CUDALibrarySamples cuTENSOR/elementwise_permute.cu (the call sequence used here: float
 //   alpha for CUDA_R_32F with CUTENSOR_COMPUTE_DESC_32F, CUTENSOR_OP_IDENTITY,
 //   CUTENSOR_ALGO_DEFAULT, CUTENSOR_JIT_MODE_NONE, workspaceSizeLimit 0);
+// - cupy/cupy cupy_backends/stub/cupy_cutensor.h (mirrors the 2.0 header CuPy v13 adopted: the
+//   six 2.0 descriptors are `const cutensorComputeDescriptor_t` variables there too; CUDA.jl's
+//   2.0-era epilogue passed the symbol's address instead, later replaced by the load above);
 // - the cuTENSOR 1.4.0 cutensor.h (`size_t cutensorGetVersion()` exists in 1.x too, so the version
 //   gate can call it before anything else) and NVIDIA's 2.0.0 release notes / 2.1.0 API index (the
 //   functions used here all date from 2.0.0).
