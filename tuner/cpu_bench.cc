@@ -18,10 +18,15 @@
 // transpose's output: whole 64-byte lines to ROWS rows STRIDE bytes apart, LINES consecutive
 // lines to each row in turn, then the next LINES of every row, over a 64 MiB region per thread,
 // THREADS threads at once; the fastest of 5 passes, GB/s of bytes written by all.
+// --copy MIB SET_MIB (x86-64): copies of MIB MiB on the calling thread, rotating through buffer
+// pairs that cover SET_MIB MiB (2 MiB aligned, transparent huge pages advised, as the sessions'),
+// by glibc memcpy, `rep movsb` and a streaming-store loop (movntdq), interleaved; the median of
+// each, as effective GB/s (2 x bytes / time, as the ceiling's).
 //   cpu_bench [--only SUBSTRING] [--threads N] [--budget SECONDS]
 //             [--problem ROWS COLS DTYPE LD_IN LD_OUT]
 //             [--all [--candidate NAME]... [--rounds N]] | --in-l1
-//             | --store-pattern ROWS LINES STRIDE THREADS
+//             | --store-pattern ROWS LINES STRIDE THREADS | --copy MIB SET_MIB
+#include <sys/mman.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -232,6 +237,77 @@ int MeasureStorePattern(int64_t rows, int64_t lines, int64_t stride, int threads
 #endif
 }
 
+// --copy: memcpy, rep movsb and a streaming copy loop of `mib` MiB rotating through `set_mib`.
+int MeasureCopy(int64_t mib, int64_t set_mib) {
+#if defined(__x86_64__)
+  if (mib < 1 || set_mib < 2 * mib || set_mib > 4096) {
+    std::fprintf(stderr, "cpu_bench: --copy MIB SET_MIB: 1 <= MIB, 2 x MIB <= SET_MIB <= 4096\n");
+    return 2;
+  }
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = static_cast<size_t>(mib) << 20;
+  const size_t span = (bytes + kHuge - 1) / kHuge * kHuge;
+  const int pairs = static_cast<int>(set_mib / (2 * mib));
+  std::vector<unsigned char*> buf(2 * static_cast<size_t>(pairs));
+  for (unsigned char*& b : buf) {
+    b = static_cast<unsigned char*>(std::aligned_alloc(kHuge, span));
+    if (b == nullptr) return 1;
+#ifdef MADV_HUGEPAGE
+    madvise(b, span, MADV_HUGEPAGE);
+#endif
+    std::memset(b, 3, span);
+  }
+  auto rep_movsb = [](unsigned char* dst, const unsigned char* src, size_t n) {
+    asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+  };
+  auto stream_copy = [](unsigned char* dst, const unsigned char* src, size_t n) {
+    for (size_t i = 0; i < n; i += 64) {
+      const auto* s = reinterpret_cast<const __m128i*>(src + i);
+      auto* d = reinterpret_cast<__m128i*>(dst + i);
+      const __m128i a = _mm_load_si128(s), b = _mm_load_si128(s + 1), c = _mm_load_si128(s + 2),
+                    e = _mm_load_si128(s + 3);
+      _mm_stream_si128(d, a);
+      _mm_stream_si128(d + 1, b);
+      _mm_stream_si128(d + 2, c);
+      _mm_stream_si128(d + 3, e);
+    }
+    _mm_sfence();
+  };
+  const char* const names[] = {"memcpy", "rep_movsb", "stream_loop"};
+  std::vector<double> samples[3];
+  using Clock = std::chrono::steady_clock;
+  const double load = LoadAverage();
+  const Clock::time_point start = Clock::now();
+  int64_t run = 0;
+  // At least 30 copies each and half a second in all.
+  while (run < 30 || std::chrono::duration<double>(Clock::now() - start).count() < 0.5) {
+    for (int k = 0; k < 3; ++k, ++run) {
+      const int pair = static_cast<int>(run % pairs);
+      unsigned char* dst = buf[2 * static_cast<size_t>(pair) + 1];
+      const unsigned char* src = buf[2 * static_cast<size_t>(pair)];
+      const Clock::time_point t0 = Clock::now();
+      if (k == 0) std::memcpy(dst, src, bytes);
+      if (k == 1) rep_movsb(dst, src, bytes);
+      if (k == 2) stream_copy(dst, src, bytes);
+      samples[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+  for (unsigned char* b : buf) std::free(b);
+  std::printf("# copy of %lld MiB rotating through %d pairs (%lld MiB), one thread, load %.2f -> "
+              "%.2f\n",
+              static_cast<long long>(mib), pairs, static_cast<long long>(2 * pairs * mib), load,
+              LoadAverage());
+  for (int k = 0; k < 3; ++k)
+    std::printf("%-12s %8.2f GB/s\n", names[k],
+                EffectiveGBps(static_cast<int64_t>(bytes), Median(samples[k])));
+  return 0;
+#else
+  (void)mib, (void)set_mib;
+  std::fprintf(stderr, "cpu_bench: --copy needs x86-64\n");
+  return 2;
+#endif
+}
+
 int Main(int argc, char** argv) {
   std::string only;
   bool all = false;
@@ -265,6 +341,8 @@ int Main(int argc, char** argv) {
       all = true;
     } else if (a == "--in-l1") {
       return MeasureInL1();
+    } else if (a == "--copy" && i + 2 < argc) {
+      return MeasureCopy(std::atoll(argv[i + 1]), std::atoll(argv[i + 2]));
     } else if (a == "--store-pattern" && i + 4 < argc) {
       return MeasureStorePattern(std::atoll(argv[i + 1]), std::atoll(argv[i + 2]),
                                  std::atoll(argv[i + 3]), std::atoi(argv[i + 4]));
@@ -277,7 +355,7 @@ int Main(int argc, char** argv) {
                    "usage: cpu_bench [--only SUBSTRING] [--threads N] [--budget S] "
                    "[--problem ROWS COLS DTYPE LD_IN LD_OUT] "
                    "[--all [--candidate NAME]... [--rounds N]] | --in-l1 "
-                   "| --store-pattern ROWS LINES STRIDE THREADS\n");
+                   "| --store-pattern ROWS LINES STRIDE THREADS | --copy MIB SET_MIB\n");
       return 2;
     }
   }
