@@ -127,10 +127,10 @@ struct TileGeometry {
     const bool packed = t.vec && e < 4 && shift == 0;
     t.w = packed ? 4 / e : 1;
     t.r = packed ? 4 : e;
-    // Output rows per warp of the shifted write: with the pads of the family's rows (2 elements,
-    // 4 for bytes) a warp's element reads hit distinct banks (1-2 way for 1- and 2-byte
-    // elements) whatever the misalignment of its output rows (tile_math_test checks it).
-    t.cw = shift != 0 ? (e == 1 ? 16 : 8) : 0;
+    // Output rows per warp of the shifted write (4- and 8-byte elements, RealignInvalid): with
+    // the pads of the family's rows (2 elements) a warp's element reads hit distinct banks
+    // whatever the misalignment of its output rows (tile_math_test checks it).
+    t.cw = shift != 0 ? 8 : 0;
     t.tcb = tc * e;
     t.s = t.tcb + (t.swz ? 0 : pad * e);
     t.smem = tr * t.s;
@@ -171,6 +171,7 @@ struct TileGeometry {
   // one output row (g) must be a power-of-two lane group of at most a warp, and every thread must
   // take part in every load and write step (shuffles need converged warps).
   constexpr const char* RealignInvalid() const {
+    if (e < 4) return "shifted rows are for 4- and 8-byte elements (1 and 2 bytes: realign 2)";
     if (!vec || u != 16) return "realign needs 16-byte vectors wider than the element";
     if (swz) return "realign needs the pad layout (shifted rows)";
     if (nu < 1 || nu > 32 || (nu & (nu - 1)) != 0)
@@ -301,29 +302,15 @@ TR_HD void PlaceWindow(unsigned char* row, int tcb, int at, const uint32_t w[4],
 
 // Gathers one 16-byte output window from a shifted tile: elements j = 0 .. 16/E - 1 at
 // col + j * stride (col: the element of the window's first input row), packed little-endian.
+// 4- and 8-byte elements only (RealignInvalid; 1 and 2 bytes take the packed tiles).
 template <int E>
 TR_HD void GatherWindow(const unsigned char* col, int stride, uint32_t w[4]) {
-  if constexpr (E >= 4) {
+  static_assert(E == 4 || E == 8, "shifted rows hold 4- or 8-byte elements");
+  TR_UNROLL
+  for (int j = 0; j < 16 / E; ++j)
     TR_UNROLL
-    for (int j = 0; j < 16 / E; ++j)
-      TR_UNROLL
-      for (int i = 0; i < E / 4; ++i)
-        w[j * (E / 4) + i] = reinterpret_cast<const uint32_t*>(col + j * stride)[i];
-  } else if constexpr (E == 2) {
-    TR_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t lo = *reinterpret_cast<const uint16_t*>(col + (2 * i) * stride);
-      const uint32_t hi = *reinterpret_cast<const uint16_t*>(col + (2 * i + 1) * stride);
-      w[i] = BytePerm(lo, hi, 0x5410);
-    }
-  } else {
-    TR_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t b0 = col[(4 * i) * stride], b1 = col[(4 * i + 1) * stride];
-      const uint32_t b2 = col[(4 * i + 2) * stride], b3 = col[(4 * i + 3) * stride];
-      w[i] = BytePerm(BytePerm(b0, b1, 0x0040), BytePerm(b2, b3, 0x0040), 0x5410);
-    }
-  }
+    for (int i = 0; i < E / 4; ++i)
+      w[j * (E / 4) + i] = reinterpret_cast<const uint32_t*>(col + j * stride)[i];
 }
 
 // ---- Packed realigning tiles (realign 2, 1- and 2-byte elements): rows of any alignment on both
