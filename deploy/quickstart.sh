@@ -22,7 +22,8 @@ echo "== starting transposed (db: $DB, log: $RUN_DIR/transposed.log)"
   --backend auto --log-file "$RUN_DIR/transposed.log" &
 PID=$!
 trap 'kill -TERM $PID 2>/dev/null; wait $PID 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
+# Up to 60 s: with --backend auto on a GPU node the daemon first starts one worker per GPU.
+for _ in $(seq 1 600); do
   [ -s "$RUN_DIR/port" ] && break
   kill -0 $PID 2>/dev/null || { cat "$RUN_DIR/transposed.log" >&2; exit 1; }
   sleep 0.1
