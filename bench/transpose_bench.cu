@@ -291,13 +291,19 @@ void PrintRandomSummary(const std::vector<Row>& summary, uint64_t seed) {
     auto worst = [](const std::vector<double>& v) {
       return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
     };
+    // An element size with no problem of 64 MiB or more prints "-", not a 0% median.
+    char m64[32] = "-", w64[32] = "-";
+    if (!a.tuned64.empty()) {
+      std::snprintf(m64, sizeof(m64), "%.1f%% (%zu)", Median(a.tuned64), a.tuned64.size());
+      std::snprintf(w64, sizeof(w64), "%.1f%%", worst(a.tuned64));
+    }
     char g1[32] = "-", g2[32] = "-";
     if (!a.tuned_vs_geam.empty())
       std::snprintf(g1, sizeof(g1), "%.3f (%zu)", worst(a.tuned_vs_geam), a.tuned_vs_geam.size());
     if (!a.family_vs_geam.empty())
       std::snprintf(g2, sizeof(g2), "%.3f", worst(a.family_vs_geam));
-    std::printf("%-6d %4d %13.1f%% %13.1f%% %15.1f%% %15.1f%% %18s %18s\n", e, a.n,
-                Median(a.tuned), worst(a.tuned), Median(a.tuned64), worst(a.tuned64), g1, g2);
+    std::printf("%-6d %4d %13.1f%% %13.1f%% %16s %16s %18s %18s\n", e, a.n, Median(a.tuned),
+                worst(a.tuned), m64, w64, g1, g2);
   }
 }
 

@@ -685,8 +685,8 @@ int Main(int argc, char** argv) {
   const char* token_env = std::getenv("TRANSPOSED_TOKEN_FILE");
   if (token_env != nullptr) g.token_file = token_env;
   app.add_option("--token-file", g.token_file,
-                 "File with the daemon's admin token, needed by tune and delete (env "
-                 "TRANSPOSED_TOKEN_FILE)");
+                 "File with the daemon's admin token, needed by tune, delete, export, import and "
+                 "tune --from --force (env TRANSPOSED_TOKEN_FILE)");
   app.add_option("--timeout", g.timeout, "Deadline of the call in seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--cpu-threads", flags.cpu_threads,
-                 "most threads a CPU candidate uses (0: all hardware threads)")
+                 "most threads a CPU candidate uses (0: the CPUs this process may run on, capped by its "
+                 "cgroup CPU quota)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--worker", flags.worker,
