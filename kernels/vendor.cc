@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <map>
-#include <mutex>
 #include <tuple>
 
 #include "kernels/vendor_layout.h"
@@ -37,7 +36,7 @@ class Cublas {
       cudaGetLastError();
       return Status::Internal("cublas.geam: cudaGetDevice failed");
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     void*& h = handles_[dev];
     if (h == nullptr) {
       const int rc = create_(&h);
@@ -113,8 +112,8 @@ class Cublas {
   SetStreamFn set_stream_ = nullptr;
   GeamFn<float> sgeam_ = nullptr;
   GeamFn<double> dgeam_ = nullptr;
-  std::mutex mu_;
-  std::map<int, void*> handles_;  // per device, guarded by mu_
+  Mutex mu_;
+  std::map<int, void*> handles_ GUARDED_BY(mu_);  // per device
 };
 
 }  // namespace
@@ -202,7 +201,7 @@ CutensorSymbols LoadCutensor(const std::vector<std::string>& sonames) {
 CutensorPermuter::CutensorPermuter(CutensorSymbols s) : s_(std::move(s)) {}
 
 CutensorPermuter::~CutensorPermuter() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Clear();
   for (auto& [dev, h] : handles_)
     if (h != nullptr) s_.destroy(h);
@@ -211,7 +210,7 @@ CutensorPermuter::~CutensorPermuter() {
 }
 
 size_t CutensorPermuter::plans() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return plans_.size();
 }
 
@@ -222,7 +221,7 @@ Status CutensorPermuter::Permute(int device, const Problem& p, const void* in, v
       CutensorAlignment(reinterpret_cast<uintptr_t>(in), reinterpret_cast<uintptr_t>(out));
   const PlanKey key{
       device, static_cast<int>(p.dtype), p.rows, p.cols, p.batch, p.in_ld(), p.out_ld(), align};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     TR_ASSIGN_OR_RETURN(CutensorPermuteLayout layout, CutensorLayoutFor(p));

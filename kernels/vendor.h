@@ -14,11 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/problem.h"
 #include "core/status.h"
 #include "kernels/cutensor_api.h"
@@ -130,12 +130,12 @@ class CutensorPermuter {
   Status MakePlan(cutensor_api::cutensorHandle_t h, const CutensorPermuteLayout& l, uint32_t align,
                   PlanEntry* e);
   void Destroy(const PlanEntry& e);
-  void Clear();  // all plans; mu_ held
+  void Clear() REQUIRES(mu_);  // all plans
 
   const CutensorSymbols s_;
-  mutable std::mutex mu_;
-  std::map<int, cutensor_api::cutensorHandle_t> handles_;  // per device, guarded by mu_
-  std::map<PlanKey, PlanEntry> plans_;  // guarded by mu_, at most kCutensorMaxPlans
+  mutable Mutex mu_;
+  std::map<int, cutensor_api::cutensorHandle_t> handles_ GUARDED_BY(mu_);  // per device
+  std::map<PlanKey, PlanEntry> plans_ GUARDED_BY(mu_);  // at most kCutensorMaxPlans
 };
 
 }  // namespace transposed::kernels::internal
