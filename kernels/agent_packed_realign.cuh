@@ -25,13 +25,13 @@
 
 namespace transposed::kernels::internal {
 
-template <int E, int TR, int BR>
+template <int E, int TR, int RB, int BR>
 struct PackedRealignAgent {
-  static constexpr PackedRealignGeometry kG = PackedRealignGeometry::Make(E, TR, BR);
+  static constexpr PackedRealignGeometry kG = PackedRealignGeometry::Make(E, TR, BR, RB);
   static_assert(kG.Invalid() == nullptr, "inconsistent packed realign geometry");
   static constexpr int NT = kG.nt, V = kG.v(), W = kG.w(), TC = kG.tc(), NL = kG.nl(),
                        NW = kG.nw(), P = kG.period();
-  static constexpr int kRow = PackedRealignGeometry::kRowBytes;
+  static constexpr int kRow = kG.rb;
   static constexpr int kGuard = kG.guard();
   static constexpr int kSmemBytes = kG.smem();
   // Edge tiles use a plain row-major layout of kEdgeRow-byte rows from the buffer's start (one
@@ -59,11 +59,11 @@ struct PackedRealignAgent {
   }
 
   // Full tiles whose last staged window stays inside the input buffer (the last row's windows
-  // end up to 144 bytes past the aligned address below it).
+  // end up to rb + 16 bytes past the aligned address below it).
   __device__ __forceinline__ bool Interior(const Tile& t) const {
     if (!t.full()) return false;
     const unsigned char* last = t.in + static_cast<int64_t>(TR - 1) * a.ldi * E;
-    return last - (reinterpret_cast<uintptr_t>(last) & 15) + PackedRealignGeometry::kStageRow <=
+    return last - (reinterpret_cast<uintptr_t>(last) & 15) + kG.stage_row() <=
            a.in_end;
   }
 
@@ -73,7 +73,7 @@ struct PackedRealignAgent {
   __device__ __forceinline__ void StageTile(const Tile& t, unsigned char* stage,
                                             bool above) const {
     constexpr PackedRealignGeometry G = kG;
-    constexpr int kWin = PackedRealignGeometry::kStageWindows;
+    constexpr int kWin = G.stage_windows();
 #pragma unroll
     for (int k = 0; k < G.ns(); ++k) {
       const int u = tid + k * NT;
@@ -156,10 +156,11 @@ struct PackedRealignAgent {
   }
 
   // ---- Phase 3b, where the next tile down does not take this path (edge tile, or none): the
-  // tile's last p bytes of every output row, as the partial window after the last lane (warp 0).
+  // tile's last p bytes of every output row, as the partial window after the last lane (the
+  // first rb / 4 threads, one per shared word).
   __device__ __forceinline__ void WriteTail(const Tile& t, const unsigned char* sm) const {
     constexpr PackedRealignGeometry G = kG;
-    if (tid >= 32) return;
+    if (tid >= G.words()) return;
     const int64_t row_step = static_cast<int64_t>(P) * a.ldo * E;
     const int q = tid;
     unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
@@ -182,12 +183,19 @@ struct PackedRealignAgent {
 
 // One tile per block per step of a grid-stride walk, tile rows or columns fastest
 // (TilesDownFirst), as TileKernel.
-template <int E, int TR, int BR>
-__global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, BR>::kMinBlocks)
+template <int E, int TR, int RB, int BR>
+__global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, RB, BR>::kMinBlocks)
     PackedRealignKernel(Args a) {
-  using Agent = PackedRealignAgent<E, TR, BR>;
+  using Agent = PackedRealignAgent<E, TR, RB, BR>;
   constexpr int TC = Agent::TC;
-  __shared__ __align__(16) unsigned char sm_raw[Agent::kSmemBytes];
+  unsigned char* sm_raw;
+  if constexpr (Agent::kG.dynamic_smem()) {
+    extern __shared__ __align__(16) unsigned char sm_dynamic[];
+    sm_raw = sm_dynamic;
+  } else {
+    __shared__ __align__(16) unsigned char sm_static[Agent::kSmemBytes];
+    sm_raw = sm_static;
+  }
   unsigned char* const sm = sm_raw + Agent::kG.packed_at();
   const Agent agent(a);
   ForEachTile<E, TR, TC>(a, [&](int64_t z, int64_t ty, int64_t tx, int64_t ntr) {
@@ -210,23 +218,33 @@ __global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, BR>::kMinBl
   });
 }
 
-template <int E, int TR, int BR>
+template <int E, int TR, int RB, int BR>
 Status LaunchPackedRealign(const Problem& p, const void* in, void* out, cudaStream_t s,
                            const LaunchOptions&) {
-  constexpr int TC = PackedRealignAgent<E, TR, BR>::TC;
+  using Agent = PackedRealignAgent<E, TR, RB, BR>;
+  constexpr int TC = Agent::TC;
+  constexpr bool kDynamic = Agent::kG.dynamic_smem();
   const Args a = MakeArgs(p, in, out);
   const dim3 grid = TileWalkGrid<E, TR, TC>(p);
-  // The largest shared-memory carveout, so that as many blocks fit as registers allow (set once
-  // per process; a failure only costs occupancy).
-  static const bool carveout = [] {
-    cudaFuncSetAttribute(PackedRealignKernel<E, TR, BR>,
+  // The largest shared-memory carveout, so that as many blocks fit as registers allow (a failure
+  // only costs occupancy), and the opt-in to more than 48 KiB of dynamic shared memory where the
+  // tile needs it (a failure there fails the launch below). Set once per process.
+  static const cudaError_t attributes = [] {
+    cudaFuncSetAttribute(PackedRealignKernel<E, TR, RB, BR>,
                          cudaFuncAttributePreferredSharedMemoryCarveout,
                          cudaSharedmemCarveoutMaxShared);
     cudaGetLastError();
-    return true;
+    if (!kDynamic) return cudaSuccess;
+    return cudaFuncSetAttribute(PackedRealignKernel<E, TR, RB, BR>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, Agent::kSmemBytes);
   }();
-  (void)carveout;
-  PackedRealignKernel<E, TR, BR><<<grid, 32 * BR, 0, s>>>(a);
+  if (attributes != cudaSuccess) {
+    cudaGetLastError();
+    return Status::Internal(std::string("packed realign tile needs ") +
+                            std::to_string(Agent::kSmemBytes) + " bytes of shared memory: " +
+                            cudaGetErrorString(attributes));
+  }
+  PackedRealignKernel<E, TR, RB, BR><<<grid, 32 * BR, kDynamic ? Agent::kSmemBytes : 0, s>>>(a);
   return Launched();
 }
 

@@ -168,6 +168,18 @@ TEST(KernelsGpuSmall, AsyncTilesWalkManyTilesPerBlock) {
             [](const TransposeConfig& c) { return c.async != 0; }, three_blocks);
 }
 
+// Packed realigning tiles (realign 2) on shapes with several full tiles down and across for
+// every tile size of the family (up to 256 rows and 256-byte rows): interior tiles with staged
+// rows above, the window shared with the tile below, tails before edge tiles, odd leading
+// dimensions and batch entries.
+TEST(KernelsGpu, PackedRealignTilesManyTiles) {
+  RunShapes({{1030, 777, 1, 0, 0},
+             {777, 1030, 2, 0, 0},
+             {600, 1100, 2, 1103, 605},
+             {1300, 530, 1, 531, 1301}},
+            [](const TransposeConfig& c) { return c.realign == 2; });
+}
+
 // The vendor members must be present on the GPU machines we measure on (the image has cuBLAS);
 // AllConfigs* check them on random bit patterns (value-exactly: NaN payloads may change).
 TEST(KernelsGpu, CublasGeamIsAvailable) {

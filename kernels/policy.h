@@ -25,7 +25,11 @@
 // 128x32 .rows16; f64 64x32.rows16 each best somewhere, by 1-6 points); packed realigning tiles
 // for 1- and 2-byte elements on misaligned rows (realign 2: 16-byte accesses on both sides, word
 // gathers; H100 2026-11-23 afternoon: bf16 odd 76-79% -> 80-82% of the copy, 447x136x6171 bf16
-// 67% -> 71%; they replace the 1- and 2-byte shifted tiles, which never won);
+// 67% -> 71%; they replace the 1- and 2-byte shifted tiles, which never won); for 1-byte
+// elements also 128x256 and 256x128 tiles of 512 threads in dynamic shared memory (fewer L2
+// bytes per tile byte: the 128x128 u8 tile was L2-bound; H100 2026-11-23 19:36 UTC: large odd u8
+// +4.5 to +10 points, e.g. 53329x8435 71.4% -> 81.5%; their 256-thread versions and the 2-byte
+// 128x128 / 256x64 ones lost everywhere, docs/benchmark.md);
 // persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
 // a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
 // skinny tiles for one side <= 16; cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
@@ -58,10 +62,10 @@ constexpr SmemLayout Swizzle() { return {Smem::kSwizzle, 0}; }
 //              words and transposed in registers when vec_bytes > elem.
 //   realign    16-byte accesses on rows of any alignment. 1: aligned windows stored at each row's
 //              misalignment ("shifted rows", pad layout only), windows gathered per output row
-//              element by element. 2 ("packed", 1- and 2-byte elements, rows of 128 bytes,
-//              swizzled): windows realigned in registers, columns of equal output misalignment
-//              interleaved into shared words, windows gathered as words and transposed in
-//              registers (PackedRealignGeometry, tile_math.h).
+//              element by element. 2 ("packed", 1- and 2-byte elements, rows of 128 or 256
+//              bytes, swizzled): windows realigned in registers, columns of equal output
+//              misalignment interleaved into shared words, windows gathered as words and
+//              transposed in registers (PackedRealignGeometry, tile_math.h).
 //   stages     1: one tile per block, loads staged through registers; 2 or 3: a persistent grid,
 //              that many shared buffers filled by cp.async one tile ahead.
 struct TilePolicy {
@@ -76,7 +80,7 @@ struct TilePolicy {
                               swizzled() ? 1 : 0, realign == 1 && !swizzled() ? 1 : 0);
   }
   constexpr PackedRealignGeometry Packed() const {
-    return PackedRealignGeometry::Make(elem, tile_rows, block_rows);
+    return PackedRealignGeometry::Make(elem, tile_rows, block_rows, tile_cols * elem);
   }
   // nullptr when the policy is consistent, else why not.
   constexpr const char* Invalid() const {
@@ -84,8 +88,8 @@ struct TilePolicy {
     if (const char* why = g.Invalid()) return why;
     if (realign != 0 && stages != 1) return "realign tiles are synchronous";
     if (realign == 2) {
-      if (vec_bytes != 16 || !swizzled() || tile_cols * elem != PackedRealignGeometry::kRowBytes)
-        return "packed realign tiles are 128-byte swizzled rows of 16-byte windows";
+      if (vec_bytes != 16 || !swizzled() || (tile_cols * elem != 128 && tile_cols * elem != 256))
+        return "packed realign tiles are 128- or 256-byte swizzled rows of 16-byte windows";
       return Packed().Invalid();
     }
     if (realign == 1) return g.RealignInvalid();
@@ -186,9 +190,10 @@ constexpr Policy Tile(int e, int rows, int cols, int block_rows, int vec_bytes, 
 constexpr Policy Realign(int e, int rows, int cols, int block_rows, SmemLayout s) {
   return TileRow(TilePolicy{e, rows, cols, block_rows, 16, s, 1, 1});
 }
-// Packed realigning tile: `rows` x 128 bytes, 1- and 2-byte elements (rows of any alignment).
-constexpr Policy PackedRealign(int e, int rows, int block_rows) {
-  return TileRow(TilePolicy{e, rows, 128 / e, block_rows, 16, Swizzle(), 2, 1});
+// Packed realigning tile: `rows` x `row_bytes` (128 or 256) bytes, 1- and 2-byte elements (rows
+// of any alignment).
+constexpr Policy PackedRealign(int e, int rows, int block_rows, int row_bytes = 128) {
+  return TileRow(TilePolicy{e, rows, row_bytes / e, block_rows, 16, Swizzle(), 2, 1});
 }
 // Persistent swizzled 16-byte tile with `stages` cp.async buffers.
 constexpr Policy Async(int e, int rows, int cols, int block_rows, int stages) {
@@ -251,6 +256,8 @@ inline constexpr Policy kFamily[] = {
     Tile(1, 128, 128, 4, 16, Pad(4)),
     Tile(1, 128, 256, 16, 16, Swizzle()),
     PackedRealign(1, 128, 8),
+    PackedRealign(1, 128, 16, 256),
+    PackedRealign(1, 256, 16),
     Async(1, 128, 128, 4, 2),
     Async(1, 128, 128, 8, 2),
     Skinny(1, 512, 8),

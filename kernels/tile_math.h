@@ -315,17 +315,20 @@ TR_HD void GatherWindow(const unsigned char* col, int stride, uint32_t w[4]) {
 
 // ---- Packed realigning tiles (realign 2, 1- and 2-byte elements): rows of any alignment on both
 // sides with 16-byte global accesses and 4-byte shared-memory gathers. A tile is tr input rows x
-// 128 bytes (128 / e columns). Output rows c and c + 16 / e start at the same misalignment p
-// whatever the output leading dimension (16 / e columns are 16 bytes apart in every output row
-// offset), so each 4-byte shared word holds w = 4 / e columns of equal p: word q (0..31) of a
-// tile row holds columns ColumnOf(q, b) = (q / P) * P * w + q % P + P * b (P = 16 / e, b < w).
+// rb = 128 or 256 bytes (rb / e columns; 256-byte rows halve the staged window overhead, 16 of
+// 144 bytes per row -> 16 of 272, and taller tiles the v rows above every tile). Output rows c
+// and c + 16 / e start at the same misalignment p whatever the output leading dimension (16 / e
+// columns are 16 bytes apart in every output row offset), so each 4-byte shared word holds
+// w = 4 / e columns of equal p: word q (0 .. rb / 4 - 1) of a tile row holds columns
+// ColumnOf(q, b) = (q / P) * P * w + q % P + P * b (P = 16 / e, b < w).
 // One output window (16 bytes, v = 16 / e input rows) of those w output rows is then v word reads
 // and a register transpose, whatever p is (the window's rows are shifted by p / e, the same for
 // the w rows).
-//   stage  the aligned 16-byte windows around every tile row and the v rows above the tile (9
-//          per row, the last only where the row is misaligned) are copied global -> shared as
-//          they lie (cp.async; neighbouring threads read neighbouring windows: coalesced);
-//   load   thread (row, half) takes the 5 staged windows around bytes [64 half, 64 half + 64)
+//   stage  the aligned 16-byte windows around every tile row and the v rows above the tile
+//          (rb / 16 + 1 per row, the last only where the row is misaligned) are copied global ->
+//          shared as they lie (cp.async; neighbouring threads read neighbouring windows:
+//          coalesced);
+//   load   thread (row, part) takes the 5 staged windows around bytes [64 part, 64 part + 64)
 //          of its row, realigns them in registers (ShiftWindows), interleaves the columns into
 //          words (InterleaveColumns) and stores 4 16-byte chunks of the packed tile (the rows
 //          above it included);
@@ -337,48 +340,60 @@ TR_HD void GatherWindow(const unsigned char* col, int stride, uint32_t w[4]) {
 //          the tile's own last p bytes are the next tile's window 0. Only the first tile row of
 //          a matrix (nothing above: window 0 stored from byte p) and a tile whose next tile does
 //          not take this path (an extra partial window, warp 0) store partial windows.
-// Packed layout: rows of 128 bytes, 16-byte chunk k of row r at chunk k ^ f(r), f(r) =
-// (r + r / v) mod 8, so that the gather's word reads (4 words x 8 windows of rows v apart) are
-// bank-conflict-free and the load's 16-byte stores (4 neighbouring rows x 2 halves per quarter
-// warp) at most 2-way (tile_math_test checks both for every p and output leading dimension);
-// v guard rows below the tile for the extra partial window.
+// Packed layout: rows of rb bytes, 16-byte chunk k of row r at chunk k ^ f(r), f(r) =
+// (r + r / v) mod 8 (within each 128 bytes), so that the gather's word reads (4 words x 8
+// windows of rows v apart) are bank-conflict-free and the load's 16-byte stores (128-byte rows:
+// 4 neighbouring rows x 2 halves per quarter warp; 256-byte rows: 8 rows x 1 part) at most 2-way
+// (tile_math_test checks both for every p and output leading dimension); v guard rows below the
+// tile for the extra partial window. Tiles over 48 KiB of shared memory (staging included) take
+// it as dynamic shared memory.
 struct PackedRealignGeometry {
   int e = 0, tr = 0, nt = 0;
-  static constexpr int kRowBytes = 128;
-  static constexpr int kStageWindows = 9;  // aligned 16-byte windows around a 128-byte row
-  static constexpr int kStageRow = 16 * kStageWindows;
+  int rb = 128;  // tile row bytes: 128 or 256
+  static constexpr int kMaxSmem = 227 * 1024;  // sm_90's per-block opt-in limit (dynamic)
+  constexpr int chunks() const { return rb / 16; }  // 16-byte chunks per tile row
+  constexpr int words() const { return rb / 4; }    // shared words per tile row
+  constexpr int parts() const { return rb / 64; }   // 64-byte load units per tile row
+  constexpr int stage_windows() const { return chunks() + 1; }  // aligned windows around a row
+  constexpr int stage_row() const { return 16 * stage_windows(); }
   constexpr int v() const { return 16 / e; }      // input rows per output window
   constexpr int w() const { return 4 / e; }       // columns (output rows) per shared word
   constexpr int period() const { return 16 / e; } // columns of equal misalignment repeat
-  constexpr int tc() const { return kRowBytes / e; }
+  constexpr int tc() const { return rb / e; }
   constexpr int lanes() const { return e > 0 ? tr / v() : 0; }  // windows per output row
   constexpr int stage_rows() const { return tr + v(); }  // the v rows above, then the tile
-  constexpr int stage_units() const { return kStageWindows * stage_rows(); }
-  constexpr int load_units() const { return 2 * stage_rows(); }
-  constexpr int write_units() const { return 32 * lanes(); }
+  constexpr int stage_units() const { return stage_windows() * stage_rows(); }
+  constexpr int load_units() const { return parts() * stage_rows(); }
+  constexpr int write_units() const { return words() * lanes(); }
   constexpr int ns() const { return nt > 0 ? (stage_units() + nt - 1) / nt : 0; }
   constexpr int nl() const { return nt > 0 ? (load_units() + nt - 1) / nt : 0; }
   constexpr int nw() const { return nt > 0 ? write_units() / nt : 0; }
-  constexpr int guard() const { return v() * kRowBytes; }  // packed rows above / below the tile
-  constexpr int stage_bytes() const { return stage_rows() * kStageRow; }
+  constexpr int guard() const { return v() * rb; }  // packed rows above / below the tile
+  constexpr int stage_bytes() const { return stage_rows() * stage_row(); }
   // Byte offset of the packed tile's row 0 in the block's buffer (staged windows first).
   constexpr int packed_at() const { return stage_bytes() + guard(); }
-  constexpr int smem() const { return stage_bytes() + tr * kRowBytes + 2 * guard(); }
+  constexpr int smem() const { return stage_bytes() + tr * rb + 2 * guard(); }
+  // Over the 48 KiB of static shared memory: the kernel takes its buffer as dynamic shared
+  // memory (opted in per kernel at the first launch).
+  constexpr bool dynamic_smem() const { return smem() > 48 * 1024; }
 
-  static constexpr PackedRealignGeometry Make(int e, int tr, int block_rows) {
+  static constexpr PackedRealignGeometry Make(int e, int tr, int block_rows, int row_bytes = 128) {
     PackedRealignGeometry g;
     g.e = e;
     g.tr = tr;
     g.nt = 32 * block_rows;
+    g.rb = row_bytes;
     return g;
   }
   constexpr const char* Invalid() const {
     if (e != 1 && e != 2) return "packed realign is for 1- and 2-byte elements";
-    if (nt < 32 || nt > 1024) return "thread count";
+    if (rb != 128 && rb != 256) return "packed realign tile rows are 128 or 256 bytes";
+    if (nt < words() || nt > 1024) return "thread count (at least one per word of a row)";
     if (tr < v() || tr % v() != 0) return "tile rows must be a multiple of 16 bytes of elements";
     if (lanes() % 8 != 0) return "packed realign writes 8 windows per output row and warp";
     if (write_units() % nt != 0) return "packed realign needs every thread in every write step";
-    if (smem() > 48 * 1024) return "shared memory with staging and guard rows over 48 KiB";
+    if (stage_rows() % 8 != 0) return "staged rows must come in groups of 8";
+    if (smem() > kMaxSmem) return "shared memory with staging and guard rows over 227 KiB";
     return nullptr;
   }
 
@@ -389,21 +404,28 @@ struct PackedRealignGeometry {
   // Byte offset of word q of packed row r from packed row 0 (r may be a guard row:
   // -v() <= r < tr + v()).
   TR_HD constexpr int Offset(int r, int q) const {
-    const int rb = r + 8 * v();  // >= 0; shifts r / v by 8 and r by a multiple of 8
-    const int f = (rb / v() + rb) & 7;
-    return r * kRowBytes + (((q >> 2) ^ f) << 4) + ((q & 3) << 2);
+    const int rp = r + 8 * v();  // >= 0; shifts r / v by 8 and r by a multiple of 8
+    const int f = (rp / v() + rp) & 7;
+    return r * rb + (((q >> 2) ^ f) << 4) + ((q & 3) << 2);
   }
-  // Staged window `win` (0..8) of tile row r (-v() <= r < tr), from the buffer's start.
+  // Staged window `win` (0 .. chunks()) of tile row r (-v() <= r < tr), from the buffer's start.
   TR_HD constexpr int StageOffset(int r, int win) const {
-    return (r + v()) * kStageRow + 16 * win;
+    return (r + v()) * stage_row() + 16 * win;
   }
-  // Load unit u = tid + k * nt (u < load_units()): tile row LoadRow(u) (from -v()), half
-  // LoadHalf(u) (words 16 h ..).
-  TR_HD constexpr int LoadHalf(int u) const { return u & 1; }
-  TR_HD constexpr int LoadRow(int u) const { return (u >> 1) - v(); }
-  // Write unit u = tid + k * nt: shared word WriteWord(u), window WriteLane(u).
-  TR_HD constexpr int WriteWord(int u) const { return 4 * ((u >> 5) & 7) + (u & 3); }
-  TR_HD constexpr int WriteLane(int u) const { return ((u >> 8) << 3) + ((u >> 2) & 7); }
+  // Load unit u = tid + k * nt (u < load_units()): tile row LoadRow(u) (from -v()), part
+  // LoadHalf(u) (words 16 h ..). 128-byte rows: 4 rows x 2 halves per quarter warp; 256-byte
+  // rows (272-byte staged rows, 17 chunks): 8 rows x 1 part, so that the staged reads of a
+  // quarter warp stay on distinct bank chunks.
+  TR_HD constexpr int LoadHalf(int u) const { return rb == 128 ? (u & 1) : (u >> 3) % parts(); }
+  TR_HD constexpr int LoadRow(int u) const {
+    return (rb == 128 ? (u >> 1) : (u >> 3) / parts() * 8 + (u & 7)) - v();
+  }
+  // Write unit u = tid + k * nt: shared word WriteWord(u), window WriteLane(u) (a warp: 4 words
+  // x 8 neighbouring windows).
+  TR_HD constexpr int WriteWord(int u) const { return 4 * ((u >> 5) % chunks()) + (u & 3); }
+  TR_HD constexpr int WriteLane(int u) const {
+    return (u >> 5) / chunks() * 8 + ((u >> 2) & 7);
+  }
 };
 
 // Realigns 64 bytes: x holds 20 words read from an aligned address A (x[16..19] may be anything

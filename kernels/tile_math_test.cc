@@ -332,10 +332,11 @@ TEST(PackedRealign, InterleavedWordsHoldColumnsOfEqualMisalignment) {
     CheckInterleave<1>(rng);
     CheckInterleave<2>(rng);
   }
-  for (int e : {1, 2}) {
-    const PackedRealignGeometry g = PackedRealignGeometry::Make(e, 128, 8);
+  for (int e : {1, 2})
+  for (int rb : {128, 256}) {
+    const PackedRealignGeometry g = PackedRealignGeometry::Make(e, 128, 8, rb);
     std::vector<int> seen(g.tc(), 0);
-    for (int q = 0; q < 32; ++q)
+    for (int q = 0; q < g.words(); ++q)
       for (int b = 0; b < g.w(); ++b) {
         const int c = g.ColumnOf(q, b);
         ASSERT_LT(c, g.tc());
@@ -360,10 +361,11 @@ TEST(PackedRealign, LayoutMappingAndBankConflicts) {
     // The layout is a bijection of the tile's words (guard rows included) onto the bytes of the
     // packed region (after the staging area: offsets from sm_raw + stage_bytes()).
     const int packed = g.smem() - g.stage_bytes();
-    ASSERT_EQ(packed, g.tr * PackedRealignGeometry::kRowBytes + 2 * g.guard()) << name;
+    ASSERT_EQ(row.tile.tile_cols * row.elem, g.rb) << name;
+    ASSERT_EQ(packed, g.tr * g.rb + 2 * g.guard()) << name;
     std::vector<int> owner(packed, 0);
     for (int r = -g.v(); r < g.tr + g.v(); ++r)
-      for (int q = 0; q < 32; ++q) {
+      for (int q = 0; q < g.words(); ++q) {
         const int off = g.Offset(r, q) + g.guard();
         ASSERT_GE(off, 0) << name;
         ASSERT_LE(off + 4, packed) << name;
@@ -372,25 +374,41 @@ TEST(PackedRealign, LayoutMappingAndBankConflicts) {
       }
     // Staged windows stay below the packed tile and its upper guard rows.
     EXPECT_EQ(g.StageOffset(-g.v(), 0), 0) << name;
-    EXPECT_LE(g.StageOffset(g.tr - 1, 8) + 16, g.stage_bytes()) << name;
-    // Every (row, half) is loaded once (the v rows above the tile included) and every
+    EXPECT_LE(g.StageOffset(g.tr - 1, g.chunks()) + 16, g.stage_bytes()) << name;
+    // Every staged window lies in its own 16 bytes.
+    std::vector<int> stage_owner(g.stage_bytes() / 16, 0);
+    for (int r = -g.v(); r < g.tr; ++r)
+      for (int win = 0; win < g.stage_windows(); ++win) {
+        ASSERT_EQ(g.StageOffset(r, win) % 16, 0) << name;
+        ASSERT_EQ(stage_owner[g.StageOffset(r, win) / 16]++, 0) << name;
+      }
+    // The buffer: static shared memory up to 48 KiB, dynamic above (opted in at launch).
+    EXPECT_EQ(g.dynamic_smem(), g.smem() > 48 * 1024) << name;
+    EXPECT_LE(g.smem(), PackedRealignGeometry::kMaxSmem) << name;
+    EXPECT_GE(g.smem(), g.tr * (g.rb + 4)) << name;  // the edge tiles' layout fits
+    // Every (row, part) is loaded once (the v rows above the tile included) and every
     // (word, window) written once.
-    std::vector<int> loads(2 * g.stage_rows(), 0), writes(32 * g.lanes(), 0);
+    std::vector<int> loads(g.parts() * g.stage_rows(), 0), writes(g.words() * g.lanes(), 0);
     for (int tid = 0; tid < g.nt; ++tid) {
       for (int k = 0; k < g.nl(); ++k) {
         const int u = tid + k * g.nt;
-        if (u < g.load_units()) ++loads[2 * (g.LoadRow(u) + g.v()) + g.LoadHalf(u)];
+        if (u >= g.load_units()) continue;
+        ASSERT_GE(g.LoadRow(u), -g.v()) << name;
+        ASSERT_LT(g.LoadRow(u), g.tr) << name;
+        ASSERT_LT(g.LoadHalf(u), g.parts()) << name;
+        ++loads[g.parts() * (g.LoadRow(u) + g.v()) + g.LoadHalf(u)];
       }
       for (int k = 0; k < g.nw(); ++k) {
         const int u = tid + k * g.nt;
         ASSERT_LT(g.WriteLane(u), g.lanes()) << name;
-        ++writes[32 * g.WriteLane(u) + g.WriteWord(u)];
+        ASSERT_LT(g.WriteWord(u), g.words()) << name;
+        ++writes[g.words() * g.WriteLane(u) + g.WriteWord(u)];
       }
     }
     for (int x : loads) ASSERT_EQ(x, 1) << name;
     for (int x : writes) ASSERT_EQ(x, 1) << name;
     // Load: each quarter warp's 16-byte stores hit at most 2 of the 8 threads on one chunk of
-    // banks, mostly 1; the staged reads (row stride 144 bytes) are conflict-free.
+    // banks, mostly 1; the staged reads (row stride 144 or 272 bytes) are conflict-free.
     int sum = 0, n = 0;
     for (int k = 0; k < g.nl(); ++k)
       for (int chunk = 0; chunk < 5; ++chunk)
@@ -428,7 +446,42 @@ TEST(PackedRealign, LayoutMappingAndBankConflicts) {
               for (int x : used) ASSERT_EQ(x, 1) << name << " base=" << base << " ld=" << ld;
             }
   }
-  EXPECT_GE(policies, 2);  // 1- and 2-byte elements
+  EXPECT_GE(policies, 5);  // 1- and 2-byte elements, 128- and 256-byte rows, 256-row tiles
+}
+
+// Wider rows and taller tiles read fewer staged bytes per byte of the tile: the 9 windows of a
+// 128-byte row and the v rows above a 128-row tile cost 12.5% each (the 128x128 u8 tile was
+// L2-bound, docs/benchmark.md); 256 bytes or 256 rows halve that.
+TEST(PackedRealign, WiderAndTallerTilesStageFewerBytesPerTileByte) {
+  const auto overhead = [](const PackedRealignGeometry& g) {
+    return static_cast<double>(g.stage_bytes()) / (g.tr * g.rb) - 1.0;
+  };
+  for (int e : {1, 2}) {
+    const PackedRealignGeometry base = PackedRealignGeometry::Make(e, 128, 8);
+    const PackedRealignGeometry wide = PackedRealignGeometry::Make(e, 128, 8, 256);
+    const PackedRealignGeometry tall = PackedRealignGeometry::Make(e, 256, 8);
+    ASSERT_EQ(base.Invalid(), nullptr);
+    ASSERT_EQ(wide.Invalid(), nullptr);
+    ASSERT_EQ(tall.Invalid(), nullptr);
+    EXPECT_EQ(wide.stage_windows(), 17);
+    EXPECT_EQ(wide.tc(), 256 / e);
+    EXPECT_EQ(tall.lanes(), 256 / base.v());
+    // (1 + 1/8)(1 + v/128) - 1 for the base tile; one factor halves in each of the others.
+    const double win = 16.0 / 128, above = static_cast<double>(base.v()) / 128;
+    EXPECT_NEAR(overhead(base), (1 + win) * (1 + above) - 1, 1e-12) << e;
+    EXPECT_NEAR(overhead(wide), (1 + win / 2) * (1 + above) - 1, 1e-12) << e;
+    EXPECT_NEAR(overhead(tall), (1 + win) * (1 + above / 2) - 1, 1e-12) << e;
+    EXPECT_LT(overhead(wide), overhead(base));
+    EXPECT_LT(overhead(tall), overhead(base));
+    // Over the static 48 KiB: these take dynamic shared memory; the 128-row, 128-byte tile not.
+    EXPECT_FALSE(base.dynamic_smem());
+    EXPECT_TRUE(wide.dynamic_smem());
+    EXPECT_TRUE(tall.dynamic_smem());
+  }
+  // Rows of other widths, too few threads for one per word, or more than the opt-in limit.
+  EXPECT_NE(PackedRealignGeometry::Make(1, 128, 8, 192).Invalid(), nullptr);
+  EXPECT_NE(PackedRealignGeometry::Make(1, 128, 1, 256).Invalid(), nullptr);
+  EXPECT_NE(PackedRealignGeometry::Make(1, 1024, 8, 256).Invalid(), nullptr);
 }
 
 // The tile walk goes down first where there are more tile columns than rows, or where the input

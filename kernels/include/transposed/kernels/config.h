@@ -86,8 +86,8 @@ struct TransposeConfig {
   // 1: XOR-swizzled shared-memory layout instead of padding (tile only).
   int swizzle = 0;
   // 1: vector accesses on rows of any alignment (tile with vec_bytes 16 only; see above).
-  // 2 (".realign2", 1- and 2-byte elements, 128-byte tile rows, swizzled): the same with the
-  // windows realigned in registers and the columns whose output rows share a misalignment
+  // 2 (".realign2", 1- and 2-byte elements, tile rows of 128 or 256 bytes, swizzled): the same
+  // with the windows realigned in registers and the columns whose output rows share a misalignment
   // packed into shared words, so the gather reads 4-byte words and transposes them in registers.
   int realign = 0;
   // 2 or 3: persistent tile with that many shared buffers (tile with vec_bytes 16 and swizzle
