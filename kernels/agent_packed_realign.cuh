@@ -18,8 +18,11 @@
 // Layout, thread mapping and the register steps are PackedRealignGeometry's and tile_math.h's
 // (tested on the CPU: bijective layout, every unit once, no bank conflicts).
 //
-// Internal to kernels/. Stateless launchers; thread-safe.
+// Internal to kernels/. The launchers keep only each device's function attributes (atomics);
+// thread-safe.
 #pragma once
+
+#include <atomic>
 
 #include "kernels/device_common.cuh"
 
@@ -218,6 +221,9 @@ __global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, RB, BR>::kM
   });
 }
 
+// Devices whose function attributes LaunchPackedRealign tracks (cudaGetDevice below this).
+inline constexpr int kMaxAttributeDevices = 64;
+
 template <int E, int TR, int RB, int BR>
 Status LaunchPackedRealign(const Problem& p, const void* in, void* out, cudaStream_t s,
                            const LaunchOptions&) {
@@ -228,21 +234,35 @@ Status LaunchPackedRealign(const Problem& p, const void* in, void* out, cudaStre
   const dim3 grid = TileWalkGrid<E, TR, TC>(p);
   // The largest shared-memory carveout, so that as many blocks fit as registers allow (a failure
   // only costs occupancy), and the opt-in to more than 48 KiB of dynamic shared memory where the
-  // tile needs it (a failure there fails the launch below). Set once per process.
-  static const cudaError_t attributes = [] {
+  // tile needs it (a failure there fails the launch). Function attributes belong to a device's
+  // context, so they are set once per device (a process may launch on several): state 0 until
+  // then, else 1 + the opt-in's cudaError_t. Two threads setting them at once set the same values.
+  static std::atomic<int> state[kMaxAttributeDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxAttributeDevices) {
+    cudaGetLastError();
+    return Status::Internal("packed realign tile: no current CUDA device below " +
+                            std::to_string(kMaxAttributeDevices));
+  }
+  int st = state[device].load(std::memory_order_acquire);
+  if (st == 0) {
     cudaFuncSetAttribute(PackedRealignKernel<E, TR, RB, BR>,
                          cudaFuncAttributePreferredSharedMemoryCarveout,
                          cudaSharedmemCarveoutMaxShared);
     cudaGetLastError();
-    if (!kDynamic) return cudaSuccess;
-    return cudaFuncSetAttribute(PackedRealignKernel<E, TR, RB, BR>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, Agent::kSmemBytes);
-  }();
-  if (attributes != cudaSuccess) {
+    const cudaError_t optin =
+        kDynamic ? cudaFuncSetAttribute(PackedRealignKernel<E, TR, RB, BR>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        Agent::kSmemBytes)
+                 : cudaSuccess;
     cudaGetLastError();
+    st = 1 + static_cast<int>(optin);
+    state[device].store(st, std::memory_order_release);
+  }
+  if (st != 1 + static_cast<int>(cudaSuccess)) {
     return Status::Internal(std::string("packed realign tile needs ") +
                             std::to_string(Agent::kSmemBytes) + " bytes of shared memory: " +
-                            cudaGetErrorString(attributes));
+                            cudaGetErrorString(static_cast<cudaError_t>(st - 1)));
   }
   PackedRealignKernel<E, TR, RB, BR><<<grid, 32 * BR, kDynamic ? Agent::kSmemBytes : 0, s>>>(a);
   return Launched();
