@@ -67,8 +67,12 @@ inline constexpr cutensorOperator_t kOpIdentity = 1;
 inline constexpr cutensorAlgo_t kAlgoDefault = -1;
 inline constexpr cutensorJitMode_t kJitModeNone = 0;
 
-// The oldest library with this API: 2.0.0.
-inline constexpr size_t kMinVersion = 20000;
+// The oldest library accepted: 2.2.0. The 2.x API dates from 2.0.0, but how 2.0 and 2.1 export the
+// compute descriptors (a pointer variable at the symbol, as read here, or the descriptor itself,
+// as CUDA.jl's 2.0-era binding assumed) was not found in any public 2.0/2.1 header; 2.2.0 on
+// matches the 2.5.0 header. Reading a descriptor wrongly would crash the worker, so the
+// unverified versions are refused rather than guessed.
+inline constexpr size_t kMinVersion = 20200;
 
 using GetVersionFn = size_t (*)();
 using GetErrorStringFn = const char* (*)(cutensorStatus_t error);

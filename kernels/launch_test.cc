@@ -95,8 +95,11 @@ TEST(Cutensor, LoaderReportsAbsenceWithAReason) {
 TEST(Cutensor, OnlyThe2xApiIsAccepted) {
   EXPECT_EQ(internal::CutensorVersionString(20501), "2.5.1");
   EXPECT_EQ(internal::CutensorVersionString(10502), "1.5.2");
-  EXPECT_EQ(internal::CutensorVersionRefusal(20000), "");
+  EXPECT_EQ(internal::CutensorVersionRefusal(20200), "");
   EXPECT_EQ(internal::CutensorVersionRefusal(20501), "");
+  const std::string early = internal::CutensorVersionRefusal(20100);
+  EXPECT_NE(early.find("older than 2.2.0"), std::string::npos) << early;
+  EXPECT_NE(internal::CutensorVersionRefusal(20000), "");
   const std::string old = internal::CutensorVersionRefusal(10502);
   EXPECT_NE(old.find("1.5.2"), std::string::npos) << old;
   EXPECT_NE(old.find("older than 2.0.0"), std::string::npos) << old;

@@ -331,6 +331,12 @@ std::string CutensorVersionString(size_t v) {
 
 std::string CutensorVersionRefusal(size_t v) {
   if (v >= cutensor_api::kMinVersion) return "";
+  if (v >= 20000) {
+    return "cuTENSOR " + CutensorVersionString(v) + " is older than 2.2.0 (cutensorGetVersion " +
+           std::to_string(v) + " < " + std::to_string(cutensor_api::kMinVersion) +
+           "); cutensor.permute's reading of the compute descriptors is checked against 2.2 and "
+           "later only";
+  }
   return "cuTENSOR " + CutensorVersionString(v) + " is older than 2.0.0 (cutensorGetVersion " +
          std::to_string(v) + " < " + std::to_string(cutensor_api::kMinVersion) +
          "); cutensor.permute calls the 2.x API, whose functions have other signatures in 1.x";

@@ -47,7 +47,7 @@ std::string CublasDescription();
 Status LaunchCutensorPermute(const Problem& p, const void* in, void* out, cudaStream_t s,
                              const LaunchOptions& o);
 
-// Whether a libcutensor of the 2.x API (cutensorGetVersion() >= 20000) was found with every
+// Whether a libcutensor of the 2.x API (cutensorGetVersion() >= 20200, cutensor_api::kMinVersion) was found with every
 // symbol the permutation needs (loads it on the first call).
 bool CutensorLoaded();
 // "cuTENSOR 2.3.1 (libcutensor.so.2)", or why it is not available.
