@@ -10,20 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "testing/problems.h"
+
 namespace transposed::kernels {
 namespace {
 
-Problem Make(int64_t rows, int64_t cols, DType t, int64_t batch = 1, int64_t ld_in = 0,
-             int64_t ld_out = 0) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.dtype = t;
-  p.batch = batch;
-  p.ld_in = ld_in;
-  p.ld_out = ld_out;
-  return p;
-}
 
 // Element offset of the index `idx` (by mode label) in a tensor of the given modes and strides.
 int64_t Offset(const int32_t* modes, const int64_t* strides, uint32_t n,
@@ -73,7 +64,7 @@ std::vector<int64_t> Expected(const Problem& p) {
 }
 
 TEST(CutensorLayout, DenseMatrixIsTwoModes) {
-  auto l = CutensorLayoutFor(Make(300, 200, DType::kF32));
+  auto l = CutensorLayoutFor(MakeTestProblem(300, 200, DType::kF32));
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->modes, 2u);
   EXPECT_EQ(l->data_type, kCudaR32F);
@@ -95,7 +86,7 @@ TEST(CutensorLayout, DenseMatrixIsTwoModes) {
 }
 
 TEST(CutensorLayout, BatchIsAThirdModeAndLeadingDimensionsAreStrides) {
-  auto l = CutensorLayoutFor(Make(30, 20, DType::kF64, 4, 23, 37));
+  auto l = CutensorLayoutFor(MakeTestProblem(30, 20, DType::kF64, 4, 23, 37));
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->modes, 3u);
   EXPECT_EQ(l->data_type, kCudaR64F);
@@ -112,16 +103,16 @@ TEST(CutensorLayout, BatchIsAThirdModeAndLeadingDimensionsAreStrides) {
 
 TEST(CutensorLayout, ThePermutationItDescribesIsTheTranspose) {
   const Problem problems[] = {
-      Make(7, 5, DType::kF32),
-      Make(5, 7, DType::kF64),
-      Make(1, 9, DType::kF32),
-      Make(9, 1, DType::kF64),
-      Make(1, 1, DType::kF32),
-      Make(6, 4, DType::kF32, 3),
-      Make(6, 4, DType::kF64, 2, 9, 6),
-      Make(13, 11, DType::kF32, 1, 11, 20),
-      Make(13, 11, DType::kF32, 3, 17, 13),
-      Make(4, 6, DType::kF64, 5, 7, 8),
+      MakeTestProblem(7, 5, DType::kF32),
+      MakeTestProblem(5, 7, DType::kF64),
+      MakeTestProblem(1, 9, DType::kF32),
+      MakeTestProblem(9, 1, DType::kF64),
+      MakeTestProblem(1, 1, DType::kF32),
+      MakeTestProblem(6, 4, DType::kF32, 3),
+      MakeTestProblem(6, 4, DType::kF64, 2, 9, 6),
+      MakeTestProblem(13, 11, DType::kF32, 1, 11, 20),
+      MakeTestProblem(13, 11, DType::kF32, 3, 17, 13),
+      MakeTestProblem(4, 6, DType::kF64, 5, 7, 8),
   };
   for (const Problem& p : problems) {
     auto l = CutensorLayoutFor(p);
@@ -139,24 +130,24 @@ TEST(CutensorLayout, ThePermutationItDescribesIsTheTranspose) {
 
 TEST(CutensorLayout, RefusesWhatItCannotDoBitForValue) {
   for (DType d : {DType::kI8, DType::kU8, DType::kI16, DType::kI32, DType::kI64}) {
-    auto l = CutensorLayoutFor(Make(16, 16, d));
+    auto l = CutensorLayoutFor(MakeTestProblem(16, 16, d));
     ASSERT_FALSE(l.ok()) << DTypeName(d);
     EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(l.status().message().find("floating types only"), std::string::npos)
         << l.status().message();
   }
   for (DType d : {DType::kF16, DType::kBF16}) {
-    auto l = CutensorLayoutFor(Make(16, 16, d));
+    auto l = CutensorLayoutFor(MakeTestProblem(16, 16, d));
     ASSERT_FALSE(l.ok()) << DTypeName(d);
     EXPECT_NE(l.status().message().find("NaN payloads"), std::string::npos) << l.status().message();
   }
   for (DType d : {DType::kC64, DType::kC128}) {
-    auto l = CutensorLayoutFor(Make(16, 16, d));
+    auto l = CutensorLayoutFor(MakeTestProblem(16, 16, d));
     ASSERT_FALSE(l.ok()) << DTypeName(d);
     EXPECT_NE(l.status().message().find("imaginary"), std::string::npos) << l.status().message();
   }
   // An invalid problem is refused as such, naming the field.
-  auto bad = CutensorLayoutFor(Make(16, 16, DType::kF32, 1, 8));
+  auto bad = CutensorLayoutFor(MakeTestProblem(16, 16, DType::kF32, 1, 8));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("ld_in"), std::string::npos) << bad.status().message();
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "testing/problems.h"
 #include "tuner/cuda/worker_constants.h"
 #include "tuner/tuner.h"
 
@@ -19,17 +20,6 @@ namespace transposed {
 namespace {
 
 
-Problem Make(int64_t rows, int64_t cols, DType t, int64_t batch = 1, int64_t ld_in = 0,
-             int64_t ld_out = 0) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.dtype = t;
-  p.batch = batch;
-  p.ld_in = ld_in;
-  p.ld_out = ld_out;
-  return p;
-}
 
 class CudaBackendTest : public ::testing::Test {
  protected:
@@ -70,12 +60,12 @@ TEST_F(CudaBackendTest, DescribesTheDevice) {
 
 TEST_F(CudaBackendTest, EveryCandidateChecksBitExact) {
   const Problem problems[] = {
-      Make(1000, 777, DType::kF32),
-      Make(4097, 3001, DType::kF16, 1, 3008, 4100),  // gaps on both sides
-      Make(65536, 8, DType::kI8),                    // skinny, tall
-      Make(8, 65536, DType::kF32),                   // skinny, wide
-      Make(130, 257, DType::kF64, 3),                // batched, odd
-      Make(64, 96, DType::kC128),                    // 16-byte elements
+      MakeTestProblem(1000, 777, DType::kF32),
+      MakeTestProblem(4097, 3001, DType::kF16, 1, 3008, 4100),  // gaps on both sides
+      MakeTestProblem(65536, 8, DType::kI8),                    // skinny, tall
+      MakeTestProblem(8, 65536, DType::kF32),                   // skinny, wide
+      MakeTestProblem(130, 257, DType::kF64, 3),                // batched, odd
+      MakeTestProblem(64, 96, DType::kC128),                    // 16-byte elements
   };
   for (const Problem& p : problems) {
     auto cands = gpu().Candidates(p);
@@ -93,20 +83,20 @@ TEST_F(CudaBackendTest, EveryCandidateChecksBitExact) {
 }
 
 TEST_F(CudaBackendTest, UnknownOrUnfitCandidateIsRejected) {
-  auto session = gpu().Open(Make(256, 256, DType::kF32));
+  auto session = gpu().Open(MakeTestProblem(256, 256, DType::kF32));
   ASSERT_TRUE(session.ok());
   EXPECT_FALSE((*session)->Check(Candidate{"no.such.kernel", {}}).ok());
   // The fault candidate exists only when enabled: refused, not run.
   Status s = (*session)->Check(Candidate{cuda_worker::kFaultCandidateName, {}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   // The session still works.
-  auto cands = gpu().Candidates(Make(256, 256, DType::kF32));
+  auto cands = gpu().Candidates(MakeTestProblem(256, 256, DType::kF32));
   EXPECT_TRUE((*session)->Check(cands.front()).ok());
 }
 
 TEST_F(CudaBackendTest, MeasurementsAreSaneAndRotateBeyondL2) {
   const int64_t l2 = std::stoll(gpu().device().attributes.at("l2_bytes"));
-  for (const Problem& p : {Make(1024, 1024, DType::kF32), Make(8192, 8192, DType::kF32)}) {
+  for (const Problem& p : {MakeTestProblem(1024, 1024, DType::kF32), MakeTestProblem(8192, 8192, DType::kF32)}) {
     auto session = gpu().Open(p);
     ASSERT_TRUE(session.ok()) << session.status().ToString();
     MeasureOptions opt{2, 10, 0.005, 1000};
@@ -158,7 +148,7 @@ TEST_F(CudaBackendTest, MeasurementsAreSaneAndRotateBeyondL2) {
 
 TEST_F(CudaBackendTest, TooLargeProblemIsResourceExhausted) {
   const uint64_t mem = gpu().device().memory_bytes;
-  Problem p = Make(static_cast<int64_t>(mem / 4 / 65536) + 1024, 65536, DType::kF32);
+  Problem p = MakeTestProblem(static_cast<int64_t>(mem / 4 / 65536) + 1024, 65536, DType::kF32);
   auto s = gpu().Open(p);
   EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted) << s.status().ToString();
 }
@@ -191,7 +181,7 @@ class CudaBackendFaultTest : public ::testing::Test {
 
 TEST_F(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
   Backend& gpu = faults_gpu();
-  const Problem p = Make(2048, 2048, DType::kF32);
+  const Problem p = MakeTestProblem(2048, 2048, DType::kF32);
   auto cands = gpu.Candidates(p);
   ASSERT_EQ(cands.back().name, cuda_worker::kFaultCandidateName);
 
@@ -222,7 +212,7 @@ TEST_F(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
   auto r2 = RunTune(gpu, p, opt);
   ASSERT_TRUE(r2.ok()) << r2.status().ToString();
   EXPECT_NE(r2->best.name, cuda_worker::kFaultCandidateName);
-  auto r3 = RunTune(gpu, Make(1000, 3000, DType::kF16), opt);
+  auto r3 = RunTune(gpu, MakeTestProblem(1000, 3000, DType::kF16), opt);
   ASSERT_TRUE(r3.ok()) << r3.status().ToString();
   EXPECT_GT(r3->gbps(), 0);
 }
@@ -233,8 +223,8 @@ TEST_F(CudaBackendFaultTest, FaultingCandidateIsSurvived) {
 // still passes.
 TEST_F(CudaBackendFaultTest, ChecksCatchWrongBytesAndGapWritesOnAReusedReference) {
   Backend& gpu = faults_gpu();
-  for (const Problem& p : {Make(1000, 700, DType::kF32, 1, 0, 1004), Make(2048, 1024, DType::kU8),
-                           Make(333, 257, DType::kF16, 3, 260, 340)}) {
+  for (const Problem& p : {MakeTestProblem(1000, 700, DType::kF32, 1, 0, 1004), MakeTestProblem(2048, 1024, DType::kU8),
+                           MakeTestProblem(333, 257, DType::kF16, 3, 260, 340)}) {
     SCOPED_TRACE(p.ToString());
     auto cands = gpu.Candidates(p);
     ASSERT_GE(cands.size(), 2u);
