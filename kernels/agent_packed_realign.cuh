@@ -13,8 +13,12 @@
 //              (TransposePackedWords) and stores one aligned 16-byte window of 4 / E output rows
 //              (a warp: 128 contiguous bytes of each output row it writes); the window that
 //              straddles two tiles is the lower tile's, whole (the rows above were staged);
-//   WriteTail  where the next tile down is an edge tile: the partial window after the last;
-//   EdgeTile   tiles cut by the matrix edge: predicated element copies through shared memory.
+//   WriteTail  where the next tile down does not take this path: the partial window after the
+//              last;
+//   EdgeTile   tiles whose staged windows would pass the end of the input buffer, and for 2-byte
+//              elements every tile cut by the matrix edge: predicated element copies through
+//              shared memory (1-byte tiles cut by the edge take the phases above, predicated on
+//              the tile's extent: kPartial).
 // Layout, thread mapping and the register steps are PackedRealignGeometry's and tile_math.h's
 // (tested on the CPU: bijective layout, every unit once, no bank conflicts).
 //
@@ -61,13 +65,25 @@ struct PackedRealignAgent {
     return TileAt<E, TR, TC>(a, z, ty, tx);
   }
 
-  // Full tiles whose last staged window stays inside the input buffer (the last row's windows
-  // end up to rb + 16 bytes past the aligned address below it).
-  __device__ __forceinline__ bool Interior(const Tile& t) const {
-    if (!t.full()) return false;
-    const unsigned char* last = t.in + static_cast<int64_t>(TR - 1) * a.ldi * E;
+  // Tiles cut by the matrix edge (nr < TR or nc < TC) take this path too where kPartial: the
+  // same phases, predicated on the tile's extent (rows past nr are not staged, output rows past
+  // nc and bytes past nr * E of each output row are not written). 1-byte elements only: the
+  // predicated stores took the 2-byte kernels from 62-64 registers to 128 (44-60 bytes of
+  // spills under a 64-register cap), and for 1 byte the edge tiles' element copies cost most:
+  // H100 2026-11-26, batched 313x798x1009 u8 60.6% -> 85.2% of the copy, 382x2633x190 u8
+  // 41.2% -> 76.2%, 4097x3001 i8 69.7% -> 82.7% (docs/benchmark.md).
+  static constexpr bool kPartial = E == 1;
+
+  // Tiles whose last staged window stays inside the input buffer (the last row's windows end up
+  // to rb + 16 bytes past the aligned address below it).
+  __device__ __forceinline__ bool Staged(const Tile& t) const {
+    const unsigned char* last = t.in + static_cast<int64_t>(t.nr - 1) * a.ldi * E;
     return last - (reinterpret_cast<uintptr_t>(last) & 15) + kG.stage_row() <=
            a.in_end;
+  }
+  // The tiles of this path: staged, and whole unless kPartial.
+  __device__ __forceinline__ bool Packed(const Tile& t) const {
+    return (kPartial || t.full()) && Staged(t);
   }
 
   // ---- Phase 1: the aligned windows around every tile row (and the V rows above the tile
@@ -84,7 +100,7 @@ struct PackedRealignAgent {
         const int r = u / kWin - V, win = u % kWin;
         const unsigned char* row = t.in + static_cast<int64_t>(r) * a.ldi * E;
         const int o = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
-        if ((above || r >= 0) && (win < kWin - 1 || o != 0))
+        if ((above || r >= 0) && (!kPartial || r < t.nr) && (win < kWin - 1 || o != 0))
           CpAsync16(stage + G.StageOffset(r, win), row - o + 16 * win);
       }
     }
@@ -96,7 +112,8 @@ struct PackedRealignAgent {
     constexpr PackedRealignGeometry G = kG;
     const int u = tid + k * NT;
     const int row = G.LoadRow(u), h = G.LoadHalf(u);
-    if ((G.load_units() % NT == 0 || u < G.load_units()) && (above || row >= 0)) {
+    if ((G.load_units() % NT == 0 || u < G.load_units()) && (above || row >= 0) &&
+        (!kPartial || row < t.nr)) {
       const int o = static_cast<int>(
           reinterpret_cast<uintptr_t>(t.in + static_cast<int64_t>(row) * a.ldi * E) & 15);
       uint32_t x[20], y[16], z[16];
@@ -134,19 +151,36 @@ struct PackedRealignAgent {
   // ---- Phase 3: window `lane` of output rows ColumnOf(q, b), all starting p bytes past a
   // 16-byte boundary: window 0 begins p bytes before the tile's segment, in the tile above's
   // (whole when `above`: those rows were staged; from byte p otherwise).
+  // kPartial: only output rows below nc, and only bytes below nr * E of each (segment offsets).
   __device__ __forceinline__ void WriteTile(const Tile& t, const unsigned char* sm,
+                                            bool above) const {
+#pragma unroll
+    for (int k = 0; k < NW; ++k) WriteUnit(k, t, sm, above);
+  }
+  __device__ __forceinline__ void WriteUnit(int k, const Tile& t, const unsigned char* sm,
                                             bool above) const {
     constexpr PackedRealignGeometry G = kG;
     const int64_t row_step = static_cast<int64_t>(P) * a.ldo * E;  // output row c -> c + P
+    const int u = tid + k * NT;
+    const int q = G.WriteWord(u), lane = G.WriteLane(u);
+    unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
+    const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+    uint32_t o[W][4];
+    Gather(sm, q, lane * V - p / E, o);
+    unsigned char* base = seg - p + 16 * lane;
+    if constexpr (kPartial) {
+      const int lo = above || lane != 0 ? 0 : p;
+      const int hi = min(16, t.nr * E + p - 16 * lane);  // the window starts at 16 lane - p
 #pragma unroll
-    for (int k = 0; k < NW; ++k) {
-      const int u = tid + k * NT;
-      const int q = G.WriteWord(u), lane = G.WriteLane(u);
-      unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
-      const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-      uint32_t o[W][4];
-      Gather(sm, q, lane * V - p / E, o);
-      unsigned char* base = seg - p + 16 * lane;
+      for (int b = 0; b < W; ++b, base += row_step) {
+        if (G.ColumnOf(q, b) >= t.nc || hi <= lo) continue;
+        if (lo == 0 && hi == 16) {
+          StoreWords<16>(base, o[b]);
+        } else {
+          StoreWindowRange<E>(base, o[b], lo, hi);
+        }
+      }
+    } else {
 #pragma unroll
       for (int b = 0; b < W; ++b, base += row_step) {
         if (above || lane != 0 || p == 0) {
@@ -169,11 +203,15 @@ struct PackedRealignAgent {
     unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
     const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
     if (p == 0) return;
+    // Segment bytes TR * E - p .. TR * E; a partial tile ends at nr * E.
+    const int hi = kPartial ? min(p, t.nr * E - (TR * E - p)) : p;
+    if (hi <= 0) return;
     uint32_t o[W][4];
     Gather(sm, q, TR - p / E, o);
     unsigned char* base = seg - p + 16 * G.lanes();
 #pragma unroll
-    for (int b = 0; b < W; ++b, base += row_step) StoreWindowRange<E>(base, o[b], 0, p);
+    for (int b = 0; b < W; ++b, base += row_step)
+      if (!kPartial || G.ColumnOf(q, b) < t.nc) StoreWindowRange<E>(base, o[b], 0, hi);
   }
 
   // ---- Edge tile: predicated element copies global -> shared -> global (one barrier between
@@ -203,7 +241,7 @@ __global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, RB, BR>::kM
   const Agent agent(a);
   ForEachTile<E, TR, TC>(a, [&](int64_t z, int64_t ty, int64_t tx, int64_t ntr) {
     const typename Agent::Tile t = agent.At(z, ty, tx);
-    if (agent.Interior(t)) {
+    if (agent.Packed(t)) {
       const bool above = ty > 0;  // rows above the tile in this matrix
       agent.StageTile(t, sm_raw, above);
       CpAsyncCommit();
@@ -214,7 +252,7 @@ __global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, RB, BR>::kM
       agent.WriteTile(t, sm, above);
       // The next tile down writes this tile's last bytes (its window 0) only if it takes this
       // path too.
-      if (ty + 1 == ntr || !agent.Interior(agent.At(z, ty + 1, tx))) agent.WriteTail(t, sm);
+      if (ty + 1 == ntr || !agent.Packed(agent.At(z, ty + 1, tx))) agent.WriteTail(t, sm);
     } else {
       agent.EdgeTile(t, sm_raw);
     }

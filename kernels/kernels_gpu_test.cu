@@ -171,12 +171,20 @@ TEST(KernelsGpuSmall, AsyncTilesWalkManyTilesPerBlock) {
 // Packed realigning tiles (realign 2) on shapes with several full tiles down and across for
 // every tile size of the family (up to 256 rows and 256-byte rows): interior tiles with staged
 // rows above, the window shared with the tile below, tails before edge tiles, odd leading
-// dimensions and batch entries.
+// dimensions and batch entries; tiles cut by the matrix edge on the packed path (a few rows or
+// columns past a tile boundary, a partial tile below a full one, batch entries whose last tile
+// row is partial) and, at the end of the input buffer, on the element path.
 TEST(KernelsGpu, PackedRealignTilesManyTiles) {
   RunShapes({{1030, 777, 1, 0, 0},
              {777, 1030, 2, 0, 0},
              {600, 1100, 2, 1103, 605},
-             {1300, 530, 1, 531, 1301}},
+             {1300, 530, 1, 531, 1301},
+             {313, 798, 3, 0, 0},
+             {130, 270, 4, 0, 0},
+             {257, 129, 3, 0, 0},
+             {383, 515, 2, 521, 389},
+             {17, 2000, 3, 0, 0},
+             {2000, 17, 3, 0, 0}},
             [](const TransposeConfig& c) { return c.realign == 2; });
 }
 
