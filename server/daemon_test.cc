@@ -446,8 +446,10 @@ TEST(DaemonProcessTest, ShortDeadlineDetachesButTheTuneIsStored) {
   const Status started = d.Start();
   ASSERT_TRUE(started.ok()) << started.ToString();
   auto stub = DaemonTest::Connect(d.port());
-  v1::GetConfigRequest req = DaemonTest::Request(1024, 1536);
-  req.mutable_problem()->set_dtype("f64");  // 12 MiB: seconds to tune on one CPU thread
+  // 48 MiB of f64: about a second to tune on one CPU thread (12 MiB took 0.297 s on a 2-core
+  // AVX-512 VM, too close to the 300 ms deadline).
+  v1::GetConfigRequest req = DaemonTest::Request(2048, 3072);
+  req.mutable_problem()->set_dtype("f64");
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 300ms);
@@ -471,9 +473,9 @@ TEST(DaemonProcessTest, ShortDeadlineDetachesButTheTuneIsStored) {
   const Status stopped = d.Stop();
   EXPECT_TRUE(stopped.ok()) << stopped.ToString();
   const std::string log = ReadFile(d.log());
-  EXPECT_EQ(CountOccurrences(log, "tune start device=0 problem=1024x1536.b1.f64"), 1) << log;
-  EXPECT_EQ(CountOccurrences(log, "tune done device=0 problem=1024x1536.b1.f64"), 1) << log;
-  EXPECT_NE(log.find("rpc=GetConfig problem=1024x1536 f64 device=0 source=- latency_ms="),
+  EXPECT_EQ(CountOccurrences(log, "tune start device=0 problem=2048x3072.b1.f64"), 1) << log;
+  EXPECT_EQ(CountOccurrences(log, "tune done device=0 problem=2048x3072.b1.f64"), 1) << log;
+  EXPECT_NE(log.find("rpc=GetConfig problem=2048x3072 f64 device=0 source=- latency_ms="),
             std::string::npos)
       << log;
   d.RemoveDir();
