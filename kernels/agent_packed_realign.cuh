@@ -3,7 +3,8 @@
 // shared-memory gathers (the element-size tiles move one element per memory instruction at every
 // step, the shifted tiles of realign 1 gather one element per shared read). Phases:
 //   StageTile  global -> shared: the aligned 16-byte windows around every tile row and the
-//              16 / E rows above the tile, as they lie (cp.async, coalesced);
+//              16 / E rows above the tile, as they lie (cp.async, coalesced); rows past the
+//              tile's extent nr (a tile cut by the matrix edge) are not staged;
 //   PackTile   staging -> registers -> packed tile: each thread takes the 5 windows around 64
 //              bytes of a tile row, realigns them in registers (ShiftWindows), interleaves the
 //              columns whose output rows share a misalignment into words (InterleaveColumns)
@@ -13,12 +14,15 @@
 //              (TransposePackedWords) and stores one aligned 16-byte window of 4 / E output rows
 //              (a warp: 128 contiguous bytes of each output row it writes); the window that
 //              straddles two tiles is the lower tile's, whole (the rows above were staged);
+//              whole windows first, then the few cut by the tile's extent (output rows past nc
+//              and bytes past nr are not written) or by the top of the matrix;
 //   WriteTail  where the next tile down does not take this path: the partial window after the
 //              last;
-//   EdgeTile   tiles whose staged windows would pass the end of the input buffer, and for 2-byte
-//              elements every tile cut by the matrix edge: predicated element copies through
-//              shared memory (1-byte tiles cut by the edge take the phases above, predicated on
-//              the tile's extent: kPartial).
+//   EdgeTile   tiles whose staged windows would pass the end of the input buffer: predicated
+//              element copies through shared memory.
+// Tiles cut by the matrix edge take the phases above, predicated on their extent (H100
+// 2026-11-26: batched 447x136x6171 bf16 71.6% -> 87.3% of the copy, 313x798x1009 u8 68.0% ->
+// 86.1%, with the element copies they took before; docs/benchmark.md).
 // Layout, thread mapping and the register steps are PackedRealignGeometry's and tile_math.h's
 // (tested on the CPU: bijective layout, every unit once, no bank conflicts).
 //
@@ -65,25 +69,13 @@ struct PackedRealignAgent {
     return TileAt<E, TR, TC>(a, z, ty, tx);
   }
 
-  // Tiles cut by the matrix edge (nr < TR or nc < TC) take this path too where kPartial: the
-  // same phases, predicated on the tile's extent (rows past nr are not staged, output rows past
-  // nc and bytes past nr * E of each output row are not written). 1-byte elements only: the
-  // predicated stores took the 2-byte kernels from 62-64 registers to 128 (44-60 bytes of
-  // spills under a 64-register cap), and for 1 byte the edge tiles' element copies cost most:
-  // H100 2026-11-26, batched 313x798x1009 u8 60.6% -> 85.2% of the copy, 382x2633x190 u8
-  // 41.2% -> 76.2%, 4097x3001 i8 69.7% -> 82.7% (docs/benchmark.md).
-  static constexpr bool kPartial = E == 1;
-
-  // Tiles whose last staged window stays inside the input buffer (the last row's windows end up
-  // to rb + 16 bytes past the aligned address below it).
-  __device__ __forceinline__ bool Staged(const Tile& t) const {
+  // The tiles of this path, whole or cut by the matrix edge: those whose last staged window
+  // stays inside the input buffer (the last row's windows end up to rb + 16 bytes past the
+  // aligned address below it).
+  __device__ __forceinline__ bool Packed(const Tile& t) const {
     const unsigned char* last = t.in + static_cast<int64_t>(t.nr - 1) * a.ldi * E;
     return last - (reinterpret_cast<uintptr_t>(last) & 15) + kG.stage_row() <=
            a.in_end;
-  }
-  // The tiles of this path: staged, and whole unless kPartial.
-  __device__ __forceinline__ bool Packed(const Tile& t) const {
-    return (kPartial || t.full()) && Staged(t);
   }
 
   // ---- Phase 1: the aligned windows around every tile row (and the V rows above the tile
@@ -100,7 +92,7 @@ struct PackedRealignAgent {
         const int r = u / kWin - V, win = u % kWin;
         const unsigned char* row = t.in + static_cast<int64_t>(r) * a.ldi * E;
         const int o = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 15);
-        if ((above || r >= 0) && (!kPartial || r < t.nr) && (win < kWin - 1 || o != 0))
+        if ((above || r >= 0) && r < t.nr && (win < kWin - 1 || o != 0))
           CpAsync16(stage + G.StageOffset(r, win), row - o + 16 * win);
       }
     }
@@ -113,7 +105,7 @@ struct PackedRealignAgent {
     const int u = tid + k * NT;
     const int row = G.LoadRow(u), h = G.LoadHalf(u);
     if ((G.load_units() % NT == 0 || u < G.load_units()) && (above || row >= 0) &&
-        (!kPartial || row < t.nr)) {
+        row < t.nr) {
       const int o = static_cast<int>(
           reinterpret_cast<uintptr_t>(t.in + static_cast<int64_t>(row) * a.ldi * E) & 15);
       uint32_t x[20], y[16], z[16];
@@ -151,11 +143,48 @@ struct PackedRealignAgent {
   // ---- Phase 3: window `lane` of output rows ColumnOf(q, b), all starting p bytes past a
   // 16-byte boundary: window 0 begins p bytes before the tile's segment, in the tile above's
   // (whole when `above`: those rows were staged; from byte p otherwise).
-  // kPartial: only output rows below nc, and only bytes below nr * E of each (segment offsets).
+  // Only output rows below nc, and only bytes below nr * E of each (segment offsets): whole
+  // windows in WriteUnit, then the cut ones in WritePartialWindows. Not unrolled: unrolled, the
+  // predicated stores took the 2-byte kernels from 62-64 registers to 128-159; one unit at a
+  // time they use 54-56 (and 6143x8191 bf16, all whole tiles, went from 83.8% to 97.8% of the
+  // copy on the H100; u8 unchanged).
   __device__ __forceinline__ void WriteTile(const Tile& t, const unsigned char* sm,
                                             bool above) const {
-#pragma unroll
+#pragma unroll 1
     for (int k = 0; k < NW; ++k) WriteUnit(k, t, sm, above);
+    WritePartialWindows(t, sm, above);
+  }
+  // Window `lane` of an output row starting p bytes past a 16-byte boundary covers segment bytes
+  // 16 lane - p .. 16 lane - p + 16; this tile writes bytes [lo, hi) of it.
+  __device__ __forceinline__ int WindowLo(int lane, int p, bool above) const {
+    return above || lane != 0 ? 0 : p;
+  }
+  __device__ __forceinline__ int WindowHi(const Tile& t, int lane, int p) const {
+    return min(16, t.nr * E + p - 16 * lane);
+  }
+  __device__ __forceinline__ bool WholeWindow(const Tile& t, int lane, int p, bool above) const {
+    return WindowLo(lane, p, above) == 0 && WindowHi(t, lane, p) == 16;
+  }
+  // The windows WriteUnit left (cut by the tile's extent, or window 0 without the rows above).
+  __device__ __forceinline__ void WritePartialWindows(const Tile& t, const unsigned char* sm,
+                                                      bool above) const {
+    constexpr PackedRealignGeometry G = kG;
+    const int64_t row_step = static_cast<int64_t>(P) * a.ldo * E;
+#pragma unroll 1
+    for (int k = 0; k < NW; ++k) {
+      const int u = tid + k * NT;
+      const int q = G.WriteWord(u), lane = G.WriteLane(u);
+      unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
+      const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+      const int lo = WindowLo(lane, p, above), hi = WindowHi(t, lane, p);
+      if ((lo == 0 && hi == 16) || hi <= lo) continue;
+      uint32_t o[W][4];
+      Gather(sm, q, lane * V - p / E, o);
+      unsigned char* base = seg - p + 16 * lane;
+#pragma unroll
+      for (int b = 0; b < W; ++b, base += row_step)
+        if (G.ColumnOf(q, b) < t.nc) StoreWindowRange<E>(base, o[b], lo, hi);
+    }
   }
   __device__ __forceinline__ void WriteUnit(int k, const Tile& t, const unsigned char* sm,
                                             bool above) const {
@@ -165,31 +194,13 @@ struct PackedRealignAgent {
     const int q = G.WriteWord(u), lane = G.WriteLane(u);
     unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
     const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
+    if (!WholeWindow(t, lane, p, above)) return;
     uint32_t o[W][4];
     Gather(sm, q, lane * V - p / E, o);
     unsigned char* base = seg - p + 16 * lane;
-    if constexpr (kPartial) {
-      const int lo = above || lane != 0 ? 0 : p;
-      const int hi = min(16, t.nr * E + p - 16 * lane);  // the window starts at 16 lane - p
 #pragma unroll
-      for (int b = 0; b < W; ++b, base += row_step) {
-        if (G.ColumnOf(q, b) >= t.nc || hi <= lo) continue;
-        if (lo == 0 && hi == 16) {
-          StoreWords<16>(base, o[b]);
-        } else {
-          StoreWindowRange<E>(base, o[b], lo, hi);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int b = 0; b < W; ++b, base += row_step) {
-        if (above || lane != 0 || p == 0) {
-          StoreWords<16>(base, o[b]);
-        } else {
-          StoreWindowRange<E>(base, o[b], p, 16);
-        }
-      }
-    }
+    for (int b = 0; b < W; ++b, base += row_step)
+      if (G.ColumnOf(q, b) < t.nc) StoreWords<16>(base, o[b]);
   }
 
   // ---- Phase 3b, where the next tile down does not take this path (edge tile, or none): the
@@ -204,14 +215,14 @@ struct PackedRealignAgent {
     const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
     if (p == 0) return;
     // Segment bytes TR * E - p .. TR * E; a partial tile ends at nr * E.
-    const int hi = kPartial ? min(p, t.nr * E - (TR * E - p)) : p;
+    const int hi = min(p, t.nr * E - (TR * E - p));
     if (hi <= 0) return;
     uint32_t o[W][4];
     Gather(sm, q, TR - p / E, o);
     unsigned char* base = seg - p + 16 * G.lanes();
 #pragma unroll
     for (int b = 0; b < W; ++b, base += row_step)
-      if (!kPartial || G.ColumnOf(q, b) < t.nc) StoreWindowRange<E>(base, o[b], 0, hi);
+      if (G.ColumnOf(q, b) < t.nc) StoreWindowRange<E>(base, o[b], 0, hi);
   }
 
   // ---- Edge tile: predicated element copies global -> shared -> global (one barrier between
