@@ -28,8 +28,10 @@
 // 67% -> 71%; they replace the 1- and 2-byte shifted tiles, which never won); for 1-byte
 // elements also 128x256 and 256x128 tiles of 512 threads in dynamic shared memory (fewer L2
 // bytes per tile byte: the 128x128 u8 tile was L2-bound; H100 2026-11-23 19:36 UTC: large odd u8
-// +4.5 to +10 points, e.g. 53329x8435 71.4% -> 81.5%; their 256-thread versions and the 2-byte
-// 128x128 / 256x64 ones lost everywhere, docs/benchmark.md);
+// +4.5 to +10 points, e.g. 53329x8435 71.4% -> 81.5%; their 256-thread versions lost
+// everywhere, docs/benchmark.md); for 2-byte elements also 128x128 and 256x64 tiles of 512
+// threads (they lost everywhere while the write phase was unrolled; one write unit at a time,
+// H100 2026-11-26: large odd bf16 +2.3 to +2.5 points, e.g. 131847x5159 77.8% -> 80.1%);
 // persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
 // a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
 // skinny tiles for one side <= 16; cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
@@ -294,6 +296,8 @@ inline constexpr Policy kFamily[] = {
     Tile(2, 256, 32, 16, 0, Pad(1)),
     PackedRealign(2, 128, 8),
     PackedRealign(2, 64, 4),
+    PackedRealign(2, 128, 16, 256),
+    PackedRealign(2, 256, 16),
     Async(2, 128, 64, 4, 2),
     Async(2, 128, 64, 8, 2),
     Skinny(2, 256, 8),
