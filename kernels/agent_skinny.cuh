@@ -235,8 +235,49 @@ struct SkinnyAgent {
     }
   }
 
+  // Wide, strided side on rows of any alignment (4-byte elements, where some input row is
+  // misaligned): the aligned 16-byte windows around every row's segment, global -> staging area
+  // (cp.async, no registers held), then each element staging -> tile layout. Windows that would
+  // pass the end of the input buffer are copied element by element. H100 2026-11-26:
+  // 12x4740366 f32 74.1% -> 87.4% of the copy, 12x27896391 f32 74.0% -> 86.8% (H200: 61.9% ->
+  // 69.0%, 16x1048577 f32 73.1% -> 80.7%); for 1-, 2- and 8-byte elements it lost
+  // (7x190496026 u8 72.9% -> 59.0%: one byte per shared copy; 3x10000001 f64 85.7% -> 76.2%)
+  // or gained little (16x2883002 bf16 +2.6), and its code raised the other wide kernels' spills
+  // (16x1048576 u8 99.5% -> 93.9%); with 4 rows or fewer it lost too (H200 3x33333331 f32
+  // 66.8% -> 61.6%).
+  static constexpr bool kStaged = E == 4 && NMAX > 4;
+  static constexpr int kStageRow = L * E + 16;  // staged bytes per row (a multiple of 16)
+  __device__ __forceinline__ void LoadStaged(unsigned char* sm, unsigned char* st, int64_t z,
+                                             int64_t c0, int nc) const {
+    constexpr int kWin = kStageRow / 16;
+    for (int u = threadIdx.x; u < n * kWin; u += NT) {
+      const int r = u / kWin, win = u % kWin;
+      const unsigned char* src = a.in + InputOffset(z, r, c0, a.rows, a.ldi, E);
+      const int o = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+      const int lo = win * 16, end = o + nc * E;  // staged bytes [o, end) of this row
+      if (lo >= end) continue;
+      const unsigned char* g = src - o + lo;
+      if (g + 16 <= a.in_end) {
+        CpAsync16(st + r * kStageRow + lo, g);
+      } else {
+        for (int b = lo < o ? o : lo; b < end && b < lo + 16; b += E)
+          CopyBytes<E>(st + r * kStageRow + b, src - o + b);
+      }
+    }
+    CpAsyncCommit();
+    CpAsyncWait<0>();
+    __syncthreads();
+    for (int q = threadIdx.x; q < n * L; q += NT) {
+      const int r = q / L, k = q % L;
+      if (k >= nc) continue;
+      const int o = SegmentMisalignment(a.in, z, r, a.ldi);
+      SkinnyToShared<E>(sm, (k * n + r) * E, st + r * kStageRow + o + k * E);
+    }
+  }
+
   // Tile t (elements t*L .. along the long side) of batch entry z.
-  __device__ __forceinline__ void Run(unsigned char* sm, int64_t z, int64_t t) const {
+  __device__ __forceinline__ void Run(unsigned char* sm, unsigned char* st, int64_t z,
+                                      int64_t t) const {
     const int64_t l0 = t * L;
     const int nl = static_cast<int>(std::min<int64_t>(L, length() - l0));
     if constexpr (D == SkinnyDir::kTall) {
@@ -246,7 +287,15 @@ struct SkinnyAgent {
       __syncthreads();
       StoreStrided(sm, z, l0, nl);
     } else {
-      LoadStrided(sm, z, l0, nl);
+      if constexpr (kStaged) {
+        if (st != nullptr) {
+          LoadStaged(sm, st, z, l0, nl);
+        } else {
+          LoadStrided(sm, z, l0, nl);
+        }
+      } else {
+        LoadStrided(sm, z, l0, nl);
+      }
       __syncthreads();
       // Output rows l0 .. l0+nl-1 are contiguous (dense output rows of n elements).
       SkinnyStoreContiguous<E, NT, MAXB>(a.out + OutputOffset(z, 0, l0, a.cols, a.ldo, E), sm,
@@ -257,28 +306,30 @@ struct SkinnyAgent {
 };
 
 template <int E, int L, int BR, int NMAX, SkinnyDir D>
-__global__ void __launch_bounds__(32 * BR, 3) SkinnyKernel(Args a) {
+__global__ void __launch_bounds__(32 * BR, 3) SkinnyKernel(Args a, int stage_at) {
   extern __shared__ __align__(16) unsigned char sm[];
   const SkinnyAgent<E, L, BR, NMAX, D> agent(a);
+  unsigned char* const st = stage_at > 0 ? sm + stage_at : nullptr;  // wide, misaligned rows
   const int64_t ntiles = (agent.length() + L - 1) / L;
   for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z)
-    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) agent.Run(sm, z, t);
+    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) agent.Run(sm, st, z, t);
 }
 
 // L is the config's nominal length; the kernel for a narrow side of n <= NMAX elements runs tiles
 // of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall, L wide.
 template <int E, int L, int BR, SkinnyDir D>
-void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, cudaStream_t s) {
+void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage_at,
+                     cudaStream_t s) {
   constexpr bool kTall = D == SkinnyDir::kTall;
   switch (SkinnyMaxSide(n)) {
     case 4:
-      SkinnyKernel<E, SkinnyTileLength(L, 4, kTall), BR, 4, D><<<grid, 32 * BR, smem, s>>>(a);
+      SkinnyKernel<E, SkinnyTileLength(L, 4, kTall), BR, 4, D><<<grid, 32 * BR, smem, s>>>(a, stage_at);
       break;
     case 8:
-      SkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D><<<grid, 32 * BR, smem, s>>>(a);
+      SkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D><<<grid, 32 * BR, smem, s>>>(a, stage_at);
       break;
     default:
-      SkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D><<<grid, 32 * BR, smem, s>>>(a);
+      SkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D><<<grid, 32 * BR, smem, s>>>(a, stage_at);
       break;
   }
 }
@@ -291,12 +342,23 @@ Status LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream_t s,
   const int64_t len = tall ? p.rows : p.cols;
   const int64_t n = tall ? p.cols : p.rows;
   const int64_t tl = SkinnyTileLength(L, n, tall);
-  const size_t smem = static_cast<size_t>(SkinnySharedFor(tl * n * E));
+  size_t smem = static_cast<size_t>(SkinnySharedFor(tl * n * E));
   const dim3 grid(CapGrid((len + tl - 1) / tl, INT_MAX), 1, CapGrid(p.batch, 65535));
+  // Wide f32-sized problems of more than 4 rows whose input rows are not all 16-byte aligned
+  // stage their rows' aligned windows after the tile (LoadStaged), where that fits the 48 KiB of
+  // shared memory without opt-in.
+  int stage_at = 0;
+  const size_t staged = smem + static_cast<size_t>(n) * (tl * E + 16);
+  if (!tall && E == 4 && n > 4 &&
+      ((reinterpret_cast<uintptr_t>(in) & 15) != 0 || (p.in_ld() * E) % 16 != 0) &&
+      staged <= 48 * 1024) {
+    stage_at = static_cast<int>(smem);
+    smem = staged;
+  }
   if (tall) {
-    LaunchSkinnyDir<E, L, BR, SkinnyDir::kTall>(a, n, grid, smem, s);
+    LaunchSkinnyDir<E, L, BR, SkinnyDir::kTall>(a, n, grid, smem, 0, s);
   } else {
-    LaunchSkinnyDir<E, L, BR, SkinnyDir::kWide>(a, n, grid, smem, s);
+    LaunchSkinnyDir<E, L, BR, SkinnyDir::kWide>(a, n, grid, smem, stage_at, s);
   }
   return Launched();
 }
