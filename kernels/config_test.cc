@@ -7,36 +7,12 @@
 #include <string>
 
 #include "kernels/tile_math.h"
+#include "testing/problems.h"
 
 namespace transposed::kernels {
 namespace {
 
-Problem P(int64_t rows, int64_t cols, int elem, int64_t batch = 1, int64_t ld_in = 0,
-          int64_t ld_out = 0) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.batch = batch;
-  p.ld_in = ld_in;
-  p.ld_out = ld_out;
-  switch (elem) {
-    case 1:
-      p.dtype = DType::kI8;
-      break;
-    case 2:
-      p.dtype = DType::kF16;
-      break;
-    case 4:
-      p.dtype = DType::kF32;
-      break;
-    case 8:
-      p.dtype = DType::kF64;
-      break;
-    default:
-      p.dtype = DType::kC128;
-  }
-  return p;
-}
+constexpr auto P = [](auto... args) { return MakeTestProblemOfSize(args...); };
 
 const int kSizes[] = {1, 2, 4, 8, 16};
 

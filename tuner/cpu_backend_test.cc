@@ -13,23 +13,14 @@
 #include <vector>
 
 #include "core/version.h"
+#include "testing/problems.h"
 
 namespace transposed {
 namespace {
 
 using Byte = unsigned char;
 
-Problem Make(int64_t rows, int64_t cols, int esize, int64_t batch = 1, int64_t ld_in = 0,
-             int64_t ld_out = 0) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.batch = batch;
-  p.dtype = *DTypeOfSize(esize);
-  p.ld_in = ld_in;
-  p.ld_out = ld_out;
-  return p;
-}
+constexpr auto Make = [](auto... args) { return MakeTestProblemOfSize(args...); };
 
 // The shapes every candidate must get right: degenerate, odd, batched, strided, one large
 // enough (>= kCpuMinParallelBytes even at 1 byte per element) for the multi-threaded candidates,
