@@ -143,8 +143,8 @@ struct PackedRealignAgent {
   // ---- Phase 3: window `lane` of output rows ColumnOf(q, b), all starting p bytes past a
   // 16-byte boundary: window 0 begins p bytes before the tile's segment, in the tile above's
   // (whole when `above`: those rows were staged; from byte p otherwise).
-  // Only output rows below nc, and only bytes below nr * E of each (segment offsets): whole
-  // windows in WriteUnit, then the cut ones in WritePartialWindows. Not unrolled: unrolled, the
+  // Only output rows below nc, and only bytes below nr * E of each (PackedWindowBytes,
+  // tile_math.h): whole windows in WriteUnit, then the cut ones in WritePartialWindows. Not unrolled: unrolled, the
   // predicated stores took the 2-byte kernels from 62-64 registers to 128-159; one unit at a
   // time they use 54-56 (and 6143x8191 bf16, all whole tiles, went from 83.8% to 97.8% of the
   // copy on the H100; u8 unchanged).
@@ -153,17 +153,6 @@ struct PackedRealignAgent {
 #pragma unroll 1
     for (int k = 0; k < NW; ++k) WriteUnit(k, t, sm, above);
     WritePartialWindows(t, sm, above);
-  }
-  // Window `lane` of an output row starting p bytes past a 16-byte boundary covers segment bytes
-  // 16 lane - p .. 16 lane - p + 16; this tile writes bytes [lo, hi) of it.
-  __device__ __forceinline__ int WindowLo(int lane, int p, bool above) const {
-    return above || lane != 0 ? 0 : p;
-  }
-  __device__ __forceinline__ int WindowHi(const Tile& t, int lane, int p) const {
-    return min(16, t.nr * E + p - 16 * lane);
-  }
-  __device__ __forceinline__ bool WholeWindow(const Tile& t, int lane, int p, bool above) const {
-    return WindowLo(lane, p, above) == 0 && WindowHi(t, lane, p) == 16;
   }
   // The windows WriteUnit left (cut by the tile's extent, or window 0 without the rows above).
   __device__ __forceinline__ void WritePartialWindows(const Tile& t, const unsigned char* sm,
@@ -176,14 +165,14 @@ struct PackedRealignAgent {
       const int q = G.WriteWord(u), lane = G.WriteLane(u);
       unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
       const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-      const int lo = WindowLo(lane, p, above), hi = WindowHi(t, lane, p);
-      if ((lo == 0 && hi == 16) || hi <= lo) continue;
+      const WindowBytes wb = PackedWindowBytes(lane, p, above, t.nr, E);
+      if (wb.whole() || wb.empty()) continue;
       uint32_t o[W][4];
       Gather(sm, q, lane * V - p / E, o);
       unsigned char* base = seg - p + 16 * lane;
 #pragma unroll
       for (int b = 0; b < W; ++b, base += row_step)
-        if (G.ColumnOf(q, b) < t.nc) StoreWindowRange<E>(base, o[b], lo, hi);
+        if (G.ColumnOf(q, b) < t.nc) StoreWindowRange<E>(base, o[b], wb.lo, wb.hi);
     }
   }
   __device__ __forceinline__ void WriteUnit(int k, const Tile& t, const unsigned char* sm,
@@ -194,7 +183,7 @@ struct PackedRealignAgent {
     const int q = G.WriteWord(u), lane = G.WriteLane(u);
     unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
     const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
-    if (!WholeWindow(t, lane, p, above)) return;
+    if (!PackedWindowBytes(lane, p, above, t.nr, E).whole()) return;
     uint32_t o[W][4];
     Gather(sm, q, lane * V - p / E, o);
     unsigned char* base = seg - p + 16 * lane;
@@ -215,7 +204,7 @@ struct PackedRealignAgent {
     const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
     if (p == 0) return;
     // Segment bytes TR * E - p .. TR * E; a partial tile ends at nr * E.
-    const int hi = min(p, t.nr * E - (TR * E - p));
+    const int hi = PackedTailHi(p, TR, t.nr, E);
     if (hi <= 0) return;
     uint32_t o[W][4];
     Gather(sm, q, TR - p / E, o);

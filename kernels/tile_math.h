@@ -472,6 +472,27 @@ TR_HD constexpr void InterleaveColumns(const uint32_t (&y)[16], uint32_t (&z)[16
   }
 }
 
+// ---- The output windows of a packed realigning tile (PackedRealignAgent's write phase). An
+// output row's segment of the tile (its input rows 0 .. nr-1, e bytes each) starts p bytes past
+// a 16-byte boundary; window `lane` covers segment bytes 16 lane - p .. 16 lane - p + 16, and the
+// tile writes bytes [lo, hi) of it: from p in window 0 unless the rows above were staged
+// (`above`: then bytes -p .. -1, the tile above's last bytes, are written for it), up to nr * e.
+// hi <= lo: nothing. The tail window after the last lane (segment bytes tr * e - p ..) is
+// written [0, PackedTailHi) where the next tile down does not write it as its window 0.
+struct WindowBytes {
+  int lo = 0, hi = 0;
+  TR_HD constexpr bool whole() const { return lo == 0 && hi == 16; }
+  TR_HD constexpr bool empty() const { return hi <= lo; }
+};
+TR_HD constexpr WindowBytes PackedWindowBytes(int lane, int p, bool above, int nr, int e) {
+  const int end = nr * e + p - 16 * lane;
+  return {above || lane != 0 ? 0 : p, end < 16 ? end : 16};
+}
+TR_HD constexpr int PackedTailHi(int p, int tr, int nr, int e) {
+  const int end = nr * e - (tr * e - p);
+  return end < p ? end : p;
+}
+
 // ---- Order of the one-tile-per-block walk. Tiles (ty, tx) and (ty + 1, tx) share the partly
 // written 32-byte sectors at both ends of their output row segments when rows are odd, and
 // (ty, tx) and (ty, tx + 1) the partly read sectors of their input rows; the walk should bring

@@ -452,6 +452,50 @@ TEST(PackedRealign, LayoutMappingAndBankConflicts) {
 // Wider rows and taller tiles read fewer staged bytes per byte of the tile: the 9 windows of a
 // 128-byte row and the v rows above a 128-row tile cost 12.5% each (the 128x128 u8 tile was
 // L2-bound, docs/benchmark.md); 256 bytes or 256 rows halve that.
+// The write phase of a packed tile of nr rows (whole or cut by the matrix edge) writes every
+// byte of each output row's segment [0, nr * e) exactly once and nothing past it, for every
+// misalignment p: its windows, then its tail window where the next tile down does not take the
+// packed path; with `above` also the tile above's last p bytes [-p, 0), exactly once, which that
+// tile then leaves out of its own tail.
+TEST(PackedRealign, WindowsCoverTheSegmentOnce) {
+  for (int e : {1, 2})
+    for (int tr : {64, 128, 256})
+      for (int p = 0; p < 16; p += e)
+        for (int nr = 1; nr <= tr; ++nr)
+          for (bool above : {false, true})
+            for (bool next_writes_tail : {false, true}) {
+              // Bytes -16 .. tr * e + 16 of the segment, offset by 16.
+              std::vector<int> n(tr * e + 32, 0);
+              const int v = 16 / e;
+              for (int lane = 0; lane < tr / v; ++lane) {
+                const WindowBytes w = PackedWindowBytes(lane, p, above, nr, e);
+                ASSERT_GE(w.lo, 0);
+                if (w.empty()) continue;
+                ASSERT_LE(w.hi, 16);
+                for (int b = w.lo; b < w.hi; ++b) ++n[16 + 16 * lane - p + b];
+              }
+              // The tail is ours unless the next tile down writes it; a next tile exists only
+              // below a whole one.
+              if (!(next_writes_tail && nr == tr)) {
+                const int hi = PackedTailHi(p, tr, nr, e);
+                for (int b = 0; b < hi; ++b) ++n[16 + tr * e - p + b];
+              }
+              const std::string at = "e=" + std::to_string(e) + " tr=" + std::to_string(tr) +
+                                     " p=" + std::to_string(p) + " nr=" + std::to_string(nr);
+              for (int byte = -16; byte < tr * e + 16; ++byte) {
+                int want = byte >= 0 && byte < nr * e ? 1 : 0;
+                if (above && byte < 0 && byte >= -p) want = 1;
+                if (next_writes_tail && nr == tr && byte >= tr * e - p && byte < tr * e) want = 0;
+                ASSERT_EQ(n[16 + byte], want) << at << " byte=" << byte << " above=" << above;
+              }
+              // The tile below, when it takes the path (above = true), writes these p bytes as
+              // its window 0, whatever its own nr.
+              const WindowBytes below = PackedWindowBytes(0, p, true, 1, e);
+              ASSERT_EQ(below.lo, 0);
+              ASSERT_GE(below.hi, p);
+            }
+}
+
 TEST(PackedRealign, WiderAndTallerTilesStageFewerBytesPerTileByte) {
   const auto overhead = [](const PackedRealignGeometry& g) {
     return static_cast<double>(g.stage_bytes()) / (g.tr * g.rb) - 1.0;
