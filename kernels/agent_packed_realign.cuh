@@ -144,10 +144,10 @@ struct PackedRealignAgent {
   // 16-byte boundary: window 0 begins p bytes before the tile's segment, in the tile above's
   // (whole when `above`: those rows were staged; from byte p otherwise).
   // Only output rows below nc, and only bytes below nr * E of each (PackedWindowBytes,
-  // tile_math.h): whole windows in WriteUnit, then the cut ones in WritePartialWindows. Not unrolled: unrolled, the
-  // predicated stores took the 2-byte kernels from 62-64 registers to 128-159; one unit at a
-  // time they use 54-56 (and 6143x8191 bf16, all whole tiles, went from 83.8% to 97.8% of the
-  // copy on the H100; u8 unchanged).
+  // tile_math.h): whole windows in WriteUnit, then the cut ones in WritePartialWindows. Not
+  // unrolled: unrolled, the predicated stores took the 2-byte kernels from 62-64 registers to
+  // 128-159; one unit at a time they use 54-56 (and 6143x8191 bf16, all whole tiles, went
+  // from 83.8% to 97.8% of the copy on the H100; u8 unchanged).
   __device__ __forceinline__ void WriteTile(const Tile& t, const unsigned char* sm,
                                             bool above) const {
 #pragma unroll 1

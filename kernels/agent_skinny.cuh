@@ -323,13 +323,16 @@ void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage
   constexpr bool kTall = D == SkinnyDir::kTall;
   switch (SkinnyMaxSide(n)) {
     case 4:
-      SkinnyKernel<E, SkinnyTileLength(L, 4, kTall), BR, 4, D><<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      SkinnyKernel<E, SkinnyTileLength(L, 4, kTall), BR, 4, D>
+          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
       break;
     case 8:
-      SkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D><<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      SkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D>
+          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
       break;
     default:
-      SkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D><<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      SkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D>
+          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
       break;
   }
 }
@@ -349,7 +352,7 @@ Status LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream_t s,
   // shared memory without opt-in.
   int stage_at = 0;
   const size_t staged = smem + static_cast<size_t>(n) * (tl * E + 16);
-  if (!tall && E == 4 && n > 4 &&
+  if (!tall && E == 4 && SkinnyMaxSide(n) > 4 &&  // the kernels of SkinnyAgent::kStaged
       ((reinterpret_cast<uintptr_t>(in) & 15) != 0 || (p.in_ld() * E) % 16 != 0) &&
       staged <= 48 * 1024) {
     stage_at = static_cast<int>(smem);
