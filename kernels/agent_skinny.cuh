@@ -1,4 +1,4 @@
-// The skinny agent: problems with one side of 1..16 elements, one agent for both directions
+// The skinny agent: problems with one side of 1..64 elements, one agent for both directions
 // (SkinnyDir), moving the contiguous side as raw 16-byte chunks and the other side as 16-byte
 // vectors gathered/scattered element-wise in shared memory (SkinnyOffset layout, tile_math.h):
 // tall output rows as aligned 16-byte windows whatever their alignment (SegmentWindow), wide
@@ -125,15 +125,16 @@ __device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const 
 }
 
 // The two directions of a skinny problem (SkinnyIsTall in config.h):
-//   kTall  cols = n <= 16 with dense input rows: L input rows are one contiguous byte string
+//   kTall  cols = n <= 64 with dense input rows: L input rows are one contiguous byte string
 //          (read raw), the output side is n rows written as 16-byte vectors gathered from shared;
-//   kWide  rows = n <= 16 with dense output rows: the mirror image (input rows read as 16-byte
+//   kWide  rows = n <= 64 with dense output rows: the mirror image (input rows read as 16-byte
 //          vectors and scattered into shared, L output rows one contiguous byte string).
 enum class SkinnyDir { kTall, kWide };
 
 // One tile of L elements along the long side x n along the narrow side; NMAX >= n bounds the
-// per-thread unit counts (4, 8 or 16, picked at launch; tall: L is then the config's length x
-// 16 / NMAX, so that L x NMAX, the shared bytes and the per-thread counts do not depend on NMAX).
+// per-thread unit counts (4, 8, 16, 32 or 64, picked at launch; tall, and wide past 16: L is then
+// the config's length x 16 / NMAX, so that L x NMAX, the shared bytes and the per-thread counts
+// do not depend on NMAX; SkinnyTileLength, tile_math.h).
 // Phases: the contiguous side (LoadContiguous / StoreContiguous: raw 16-byte chunks), the
 // strided side (LoadStrided: vectors scattered into shared / StoreStrided: windows gathered from
 // shared), a barrier between them.
@@ -199,7 +200,7 @@ struct SkinnyAgent {
       const int c = SkinnySide(q, NV), ov = SkinnyVec(q, NV);
       if (c < n) StoreWindow(sm, z, r0, nr, c, ov);
     }
-    if (static_cast<int>(threadIdx.x) < n) StoreWindow(sm, z, r0, nr, threadIdx.x, NV);
+    for (int c = threadIdx.x; c < n; c += NT) StoreWindow(sm, z, r0, nr, c, NV);
   }
 
   // Wide, strided side: input row r, vector vc of the tile's L elements, all loads in flight
@@ -316,7 +317,7 @@ __global__ void __launch_bounds__(32 * BR, 3) SkinnyKernel(Args a, int stage_at)
 }
 
 // L is the config's nominal length; the kernel for a narrow side of n <= NMAX elements runs tiles
-// of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall, L wide.
+// of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall, L wide up to 16.
 template <int E, int L, int BR, SkinnyDir D>
 void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage_at,
                      cudaStream_t s) {
@@ -330,8 +331,17 @@ void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage
       SkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D>
           <<<grid, 32 * BR, smem, s>>>(a, stage_at);
       break;
-    default:
+    case 16:
       SkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D>
+          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      break;
+    case 32:
+      SkinnyKernel<E, SkinnyTileLength(L, 32, kTall), BR, 32, D>
+          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      break;
+    default:
+      static_assert(kSkinnyMaxSide == 64, "one kernel per SkinnyMaxSide");
+      SkinnyKernel<E, SkinnyTileLength(L, 64, kTall), BR, 64, D>
           <<<grid, 32 * BR, smem, s>>>(a, stage_at);
       break;
   }

@@ -304,7 +304,11 @@ const std::vector<TransposeConfig>& FamilyConfigs(int elem_size) {
   return GetFamily().by_size[elem_size];
 }
 
-bool SkinnyIsTall(const Problem& p) { return p.cols <= 16 && p.in_ld() == p.cols; }
+bool SkinnyIsTall(const Problem& p) {
+  const bool tall = p.cols <= kSkinnyMaxSide && p.in_ld() == p.cols;
+  const bool wide = p.rows <= kSkinnyMaxSide && p.out_ld() == p.rows;
+  return tall && (p.cols <= 16 || !wide || p.cols <= p.rows);
+}
 
 int64_t SkinnySharedBytes(const TransposeConfig& c, const Problem& p) {
   if (c.algorithm != Algorithm::kSkinny) return 0;
@@ -367,12 +371,12 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p) {
     }
     case Algorithm::kSkinny: {
       const bool tall = SkinnyIsTall(p);
-      const bool wide = p.rows <= 16 && p.out_ld() == p.rows;
+      const bool wide = p.rows <= kSkinnyMaxSide && p.out_ld() == p.rows;
       if (!tall && !wide)
         return Status::InvalidArgument(
-            c.Name() +
-            ": skinny needs cols <= 16 with dense input rows, or rows <= 16 with "
-            "dense output rows");
+            c.Name() + ": skinny needs cols <= " + std::to_string(kSkinnyMaxSide) +
+            " with dense input rows, or rows <= " + std::to_string(kSkinnyMaxSide) +
+            " with dense output rows");
       const int64_t n = tall ? p.cols : p.rows;
       const int64_t smem = SkinnySharedFor(SkinnyTileLength(c.tile_rows, n, tall) * n * e);
       if (smem > 48 * 1024)

@@ -151,7 +151,7 @@ TEST(EnumerateConfigs, ValidAndNonEmptyForEveryShapeAndElementSize) {
           EXPECT_EQ(p.out_ld() * e % c.vec_bytes, 0) << c.Name() << " " << p.ToString();
         }
         if (c.algorithm == Algorithm::kSkinny) {
-          EXPECT_TRUE(std::min(p.rows, p.cols) <= 16) << p.ToString();
+          EXPECT_TRUE(std::min(p.rows, p.cols) <= kSkinnyMaxSide) << p.ToString();
           EXPECT_LE(SkinnySharedBytes(c, p), 48 * 1024);
         }
       }
@@ -198,7 +198,32 @@ TEST(EnumerateConfigs, OffersVectorAndSkinnyPathsWhereTheyApply) {
     // A strided skinny input with strided output has no skinny path.
     for (const TransposeConfig& c : EnumerateConfigs(P(100, 8, e, 1, 9, 101)))
       EXPECT_NE(c.algorithm, Algorithm::kSkinny);
+    // Short sides up to kSkinnyMaxSide (batched small matrices), none past it.
+    for (const Problem& p : {P(27, 540, e, 438), P(540, 27, e, 438), P(64, 5000, e),
+                             P(5000, 64, e)}) {
+      const auto cs = EnumerateConfigs(p);
+      EXPECT_TRUE(std::any_of(cs.begin(), cs.end(), [](const TransposeConfig& c) {
+        return c.algorithm == Algorithm::kSkinny;
+      })) << p.ToString();
+    }
+    for (const Problem& p : {P(65, 5000, e), P(5000, 65, e)})
+      for (const TransposeConfig& c : EnumerateConfigs(p))
+        EXPECT_NE(c.algorithm, Algorithm::kSkinny) << p.ToString();
   }
+}
+
+// The narrow side of a skinny problem: the columns up to 16 as before the wider kernels, past
+// 16 the narrower of two dense sides.
+TEST(SkinnyIsTall, TakesTheNarrowerDenseSide) {
+  EXPECT_TRUE(SkinnyIsTall(P(1000, 8, 4)));
+  EXPECT_TRUE(SkinnyIsTall(P(10, 16, 4)));    // cols <= 16: tall even where rows are fewer
+  EXPECT_FALSE(SkinnyIsTall(P(8, 1000, 4)));
+  EXPECT_TRUE(SkinnyIsTall(P(540, 27, 4, 438)));
+  EXPECT_FALSE(SkinnyIsTall(P(27, 540, 4, 438)));
+  EXPECT_FALSE(SkinnyIsTall(P(20, 60, 4, 3)));   // both dense and <= 64: the 20 rows
+  EXPECT_TRUE(SkinnyIsTall(P(60, 20, 4, 3)));
+  EXPECT_TRUE(SkinnyIsTall(P(20, 60, 4, 3, 0, 21)));  // output rows strided: only tall applies
+  EXPECT_FALSE(SkinnyIsTall(P(1000, 27, 4, 1, 29)));  // input rows strided: not tall
 }
 
 TEST(CheckConfig, NamesTheReason) {

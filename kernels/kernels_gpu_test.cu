@@ -152,7 +152,10 @@ TEST(KernelsGpuSmall, AllConfigsSmallShapes) {
              {300, 290, 2, 301, 303},  // interior realigning (shifted) tiles on odd rows
              {301, 7, 2, 0, 0},        // skinny on rows of every alignment (tall, wide, with
              {7, 301, 2, 0, 0},        // a leading-dimension gap): head and tail windows
-             {9, 203, 1, 211, 0}});
+             {9, 203, 1, 211, 0},
+             {300, 40, 2, 0, 0},   // skinny past 16: tall (n = 40), wide, both sides <= 64
+             {40, 300, 2, 0, 0},
+             {45, 50, 3, 0, 0}});
 }
 
 // Persistent double-buffered tiles (async2) with the grid capped at 3 blocks, so that every block
@@ -236,7 +239,14 @@ TEST(KernelsGpu, AllConfigsAllShapes) {
              {40001, 13, 1, 0, 0},  // skinny: misaligned strided rows, long tiles for short sides
              {11, 40003, 1, 0, 0},
              {90001, 1, 1, 0, 0},
-             {3, 50001, 2, 50007, 0}});
+             {3, 50001, 2, 50007, 0},
+             {27, 540, 9, 0, 0},  // skinny past 16: batched small matrices, both directions,
+             {540, 27, 9, 0, 0},  // 32- and 64-wide kernels, strided long rows
+             {64, 3001, 2, 0, 0},
+             {3001, 64, 1, 0, 0},
+             {17, 5001, 1, 5003, 0},
+             {5001, 33, 1, 0, 5007},
+             {20, 60, 5, 0, 0}});
 }
 
 TEST(KernelsGpu, LaunchRejectsMisalignedPointersAndBadConfigs) {

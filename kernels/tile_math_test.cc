@@ -630,21 +630,41 @@ TEST(SkinnyLayout, SegmentWindowsCoverEverySegmentElementOnce) {
   }
 }
 
-// Tall skinny tiles grow as the narrow side shrinks, wide ones keep their length; the shared
-// bytes stay within the n = 16 bound, so every family row that fits for n = 16 fits for every n.
+// Tall skinny tiles grow as the narrow side shrinks, wide ones keep their length up to n = 16
+// and both shrink past it; the shared bytes stay within the n = 16 bound, so every family row
+// that fits for n = 16 fits for every n, and a tile stays a whole number of 16-byte vectors.
 TEST(SkinnyLayout, TileLengthKeepsTheTileBytes) {
   for (int len : {64, 128, 256, 512, 1024, 2048}) {
-    for (int64_t n = 1; n <= 16; ++n) {
+    for (int64_t n = 1; n <= kSkinnyMaxSide; ++n) {
       const int nmax = SkinnyMaxSide(n);
       EXPECT_GE(nmax, n);
+      EXPECT_LT(nmax, 2 * n + 4) << n;  // the smallest instantiated kernel that fits
       EXPECT_EQ(SkinnyTileLength(len, n, true) * nmax, int64_t{len} * 16);
       EXPECT_LE(SkinnyTileLength(len, n, true) * n, int64_t{len} * 16);
-      EXPECT_EQ(SkinnyTileLength(len, n, false), len);
+      if (n <= 16) {
+        EXPECT_EQ(SkinnyTileLength(len, n, false), len);
+      } else {
+        EXPECT_EQ(SkinnyTileLength(len, n, false) * nmax, int64_t{len} * 16);
+      }
     }
   }
   EXPECT_EQ(SkinnyMaxSide(4), 4);
   EXPECT_EQ(SkinnyMaxSide(5), 8);
   EXPECT_EQ(SkinnyMaxSide(9), 16);
+  EXPECT_EQ(SkinnyMaxSide(17), 32);
+  EXPECT_EQ(SkinnyMaxSide(33), 64);
+  EXPECT_EQ(SkinnyMaxSide(kSkinnyMaxSide), kSkinnyMaxSide);
+  // Every skinny row of the family: whole 16-byte vectors for every narrow side.
+  for (const Policy& p : kFamily) {
+    if (p.algorithm != Algorithm::kSkinny) continue;
+    const int v = 16 / p.elem;
+    for (int64_t n = 1; n <= kSkinnyMaxSide; ++n)
+      for (bool tall : {false, true}) {
+        const int64_t tl = SkinnyTileLength(p.skinny.len, n, tall);
+        EXPECT_GE(tl, v) << p.Config().Name() << " n=" << n;
+        EXPECT_EQ(tl % v, 0) << p.Config().Name() << " n=" << n;
+      }
+  }
 }
 
 // The table is the family: FamilyConfigs lists exactly kFamily's rows per element size, in order.
