@@ -138,7 +138,7 @@ enum class SkinnyDir { kTall, kWide };
 // Phases: the contiguous side (LoadContiguous / StoreContiguous: raw 16-byte chunks), the
 // strided side (LoadStrided: vectors scattered into shared / StoreStrided: windows gathered from
 // shared), a barrier between them.
-template <int E, int L, int BR, int NMAX, SkinnyDir D>
+template <int E, int L, int BR, int NMAX, SkinnyDir D, bool SHIFT = false>
 struct SkinnyAgent {
   static constexpr int NT = 32 * BR, V = 16 / E, NV = L / V;
   static constexpr int MAXB = L * NMAX * E;
@@ -204,32 +204,62 @@ struct SkinnyAgent {
   }
 
   // Wide, strided side: input row r, vector vc of the tile's L elements, all loads in flight
-  // before the scatter; 16-byte loads where the vector is aligned, element loads elsewhere.
+  // before the scatter; 16-byte loads where the vector is aligned; 1- and 2-byte elements on
+  // misaligned rows (kShiftLoads, a kernel of its own: SHIFT, picked at launch where some input
+  // row is misaligned, so that aligned rows keep the plain loads and their registers; the
+  // select-and-shift path cost 16x1048576 u8 4 points of the copy): the two aligned windows
+  // around the vector, realigned in
+  // registers (ShiftWords, tile_math.h); element loads elsewhere (the tile's last partial vector, windows
+  // past the end of the input buffer).
   // (Aligned windows as on the tall side were measured: +10 points on misaligned f64 rows,
   // but 3-25 points lost on aligned c128 and u8 rows through register spills at 3 blocks of
   // 80 registers per SM, docs/benchmark.md; not kept.)
+  // Not for the longest tiles (8 vectors a thread: two windows each spilled 216-240 bytes).
+  static constexpr bool kShiftLoads = SHIFT && E < 4 && MU <= 4;
   __device__ __forceinline__ void LoadStrided(unsigned char* sm, int64_t z, int64_t c0,
                                               int nc) const {
-    uint32_t w[MU][4];
+    uint32_t w[MU][kShiftLoads ? 8 : 4];
     bool vec[MU];
 #pragma unroll
     for (int k = 0; k < MU; ++k) {
       const int q = threadIdx.x + k * NT;
       const int r = SkinnySide(q, NV), vc = SkinnyVec(q, NV);
       const unsigned char* src = a.in + InputOffset(z, r, c0 + vc * V, a.rows, a.ldi, E);
-      vec[k] = r < n && vc * V + V <= nc && (reinterpret_cast<uintptr_t>(src) & 15) == 0;
-      if (vec[k]) LoadWords<16>(src, w[k]);
+      const int o = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+      const bool whole = r < n && vc * V + V <= nc;
+      if constexpr (kShiftLoads) {
+        vec[k] = whole && (o == 0 || src - o + 32 <= a.in_end);
+        if (vec[k]) {
+          LoadWords<16>(src - o, w[k]);
+          if (o != 0) {
+            LoadWords<16>(src - o + 16, w[k] + 4);
+          } else {
+#pragma unroll
+            for (int i = 4; i < 8; ++i) w[k][i] = 0;
+          }
+        }
+      } else {
+        vec[k] = whole && o == 0;
+        if (vec[k]) LoadWords<16>(src, w[k]);
+      }
     }
 #pragma unroll
     for (int k = 0; k < MU; ++k) {
       const int q = threadIdx.x + k * NT;
       const int r = SkinnySide(q, NV), vc = SkinnyVec(q, NV);
       if (r >= n || vc * V >= nc) continue;
+      const unsigned char* src = a.in + InputOffset(z, r, c0 + vc * V, a.rows, a.ldi, E);
       if (vec[k]) {
+        uint32_t y[4];
+        if constexpr (kShiftLoads) {
+          ShiftWords<4>(w[k], static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15), y);
+        } else {
 #pragma unroll
-        for (int kk = 0; kk < V; ++kk) SkinnyScatter<E>(sm, ((vc * V + kk) * n + r) * E, w[k], kk);
+          for (int i = 0; i < 4; ++i) y[i] = w[k][i];
+        }
+#pragma unroll
+        for (int kk = 0; kk < V; ++kk) SkinnyScatter<E>(sm, ((vc * V + kk) * n + r) * E, y, kk);
       } else {
-        const unsigned char* src = a.in + InputOffset(z, r, c0 + vc * V, a.rows, a.ldi, E);
         for (int kk = 0; kk < V && vc * V + kk < nc; ++kk)
           SkinnyToShared<E>(sm, ((vc * V + kk) * n + r) * E, src + kk * E);
       }
@@ -306,43 +336,57 @@ struct SkinnyAgent {
   }
 };
 
-template <int E, int L, int BR, int NMAX, SkinnyDir D>
+template <int E, int L, int BR, int NMAX, SkinnyDir D, bool SHIFT>
 __global__ void __launch_bounds__(32 * BR, 3) SkinnyKernel(Args a, int stage_at) {
   extern __shared__ __align__(16) unsigned char sm[];
-  const SkinnyAgent<E, L, BR, NMAX, D> agent(a);
+  const SkinnyAgent<E, L, BR, NMAX, D, SHIFT> agent(a);
   unsigned char* const st = stage_at > 0 ? sm + stage_at : nullptr;  // wide, misaligned rows
   const int64_t ntiles = (agent.length() + L - 1) / L;
   for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z)
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) agent.Run(sm, st, z, t);
 }
 
+// The kernel of one NMAX: the shifted-load kernel (SkinnyAgent::kShiftLoads) where `shift` (some
+// input row misaligned) and the agent has one, else the plain one.
+template <int E, int L, int BR, int NMAX, SkinnyDir D>
+void LaunchSkinnyKernel(const Args& a, dim3 grid, size_t smem, int stage_at, bool shift,
+                        cudaStream_t s) {
+  if constexpr (SkinnyAgent<E, L, BR, NMAX, D, true>::kShiftLoads) {
+    if (shift) {
+      SkinnyKernel<E, L, BR, NMAX, D, true><<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      return;
+    }
+  }
+  SkinnyKernel<E, L, BR, NMAX, D, false><<<grid, 32 * BR, smem, s>>>(a, stage_at);
+}
+
 // L is the config's nominal length; the kernel for a narrow side of n <= NMAX elements runs tiles
 // of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall, L wide up to 16.
 template <int E, int L, int BR, SkinnyDir D>
-void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage_at,
+void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage_at, bool shift,
                      cudaStream_t s) {
   constexpr bool kTall = D == SkinnyDir::kTall;
   switch (SkinnyMaxSide(n)) {
     case 4:
-      SkinnyKernel<E, SkinnyTileLength(L, 4, kTall), BR, 4, D>
-          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      LaunchSkinnyKernel<E, SkinnyTileLength(L, 4, kTall), BR, 4, D>(a, grid, smem, stage_at,
+                                                                     shift, s);
       break;
     case 8:
-      SkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D>
-          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      LaunchSkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D>(a, grid, smem, stage_at,
+                                                                     shift, s);
       break;
     case 16:
-      SkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D>
-          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      LaunchSkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D>(a, grid, smem, stage_at,
+                                                                       shift, s);
       break;
     case 32:
-      SkinnyKernel<E, SkinnyTileLength(L, 32, kTall), BR, 32, D>
-          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      LaunchSkinnyKernel<E, SkinnyTileLength(L, 32, kTall), BR, 32, D>(a, grid, smem, stage_at,
+                                                                       shift, s);
       break;
     default:
       static_assert(kSkinnyMaxSide == 64, "one kernel per SkinnyMaxSide");
-      SkinnyKernel<E, SkinnyTileLength(L, 64, kTall), BR, 64, D>
-          <<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      LaunchSkinnyKernel<E, SkinnyTileLength(L, 64, kTall), BR, 64, D>(a, grid, smem, stage_at,
+                                                                       shift, s);
       break;
   }
 }
@@ -357,21 +401,22 @@ Status LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream_t s,
   const int64_t tl = SkinnyTileLength(L, n, tall);
   size_t smem = static_cast<size_t>(SkinnySharedFor(tl * n * E));
   const dim3 grid(CapGrid((len + tl - 1) / tl, INT_MAX), 1, CapGrid(p.batch, 65535));
-  // Wide f32-sized problems of more than 4 rows whose input rows are not all 16-byte aligned
-  // stage their rows' aligned windows after the tile (LoadStaged), where that fits the 48 KiB of
-  // shared memory without opt-in.
+  // Wide problems whose input rows are not all 16-byte aligned: f32-sized elements on more than
+  // 4 rows stage the rows' aligned windows after the tile (LoadStaged), where that fits the 48
+  // KiB of shared memory without opt-in; 1- and 2-byte elements take the shifted-load kernel.
   int stage_at = 0;
   const size_t staged = smem + static_cast<size_t>(n) * (tl * E + 16);
+  const bool misaligned =
+      (reinterpret_cast<uintptr_t>(in) & 15) != 0 || (p.in_ld() * E) % 16 != 0;
   if (!tall && E == 4 && SkinnyMaxSide(n) > 4 &&  // the kernels of SkinnyAgent::kStaged
-      ((reinterpret_cast<uintptr_t>(in) & 15) != 0 || (p.in_ld() * E) % 16 != 0) &&
-      staged <= 48 * 1024) {
+      misaligned && staged <= 48 * 1024) {
     stage_at = static_cast<int>(smem);
     smem = staged;
   }
   if (tall) {
-    LaunchSkinnyDir<E, L, BR, SkinnyDir::kTall>(a, n, grid, smem, 0, s);
+    LaunchSkinnyDir<E, L, BR, SkinnyDir::kTall>(a, n, grid, smem, 0, false, s);
   } else {
-    LaunchSkinnyDir<E, L, BR, SkinnyDir::kWide>(a, n, grid, smem, stage_at, s);
+    LaunchSkinnyDir<E, L, BR, SkinnyDir::kWide>(a, n, grid, smem, stage_at, misaligned, s);
   }
   return Launched();
 }

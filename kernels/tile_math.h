@@ -428,18 +428,23 @@ struct PackedRealignGeometry {
   }
 };
 
-// Realigns 64 bytes: x holds 20 words read from an aligned address A (x[16..19] may be anything
-// when o == 0); afterwards y[i] holds bytes o + 4i .. o + 4i + 3 of x (0 <= o < 16). Selects and
-// funnel shifts only, so everything stays in registers.
-TR_HD constexpr void ShiftWindows(const uint32_t (&x)[20], int o, uint32_t (&y)[16]) {
-  uint32_t a[19] = {}, b[17] = {};
+// Realigns 4N bytes: x holds N + 4 words read from an aligned address A (x[N..N+3] may be
+// anything when o == 0); afterwards y[i] holds bytes o + 4i .. o + 4i + 3 of x (0 <= o < 16).
+// Selects and funnel shifts only, so everything stays in registers.
+template <int N>
+TR_HD constexpr void ShiftWords(const uint32_t (&x)[N + 4], int o, uint32_t (&y)[N]) {
+  uint32_t a[N + 3] = {}, b[N + 1] = {};
   const bool s1 = (o & 4) != 0, s2 = (o & 8) != 0;
   TR_UNROLL
-  for (int i = 0; i < 19; ++i) a[i] = s1 ? x[i + 1] : x[i];
+  for (int i = 0; i < N + 3; ++i) a[i] = s1 ? x[i + 1] : x[i];
   TR_UNROLL
-  for (int i = 0; i < 17; ++i) b[i] = s2 ? a[i + 2] : a[i];
+  for (int i = 0; i < N + 1; ++i) b[i] = s2 ? a[i + 2] : a[i];
   TR_UNROLL
-  for (int i = 0; i < 16; ++i) y[i] = FunnelBytes(b[i], b[i + 1], o & 3);
+  for (int i = 0; i < N; ++i) y[i] = FunnelBytes(b[i], b[i + 1], o & 3);
+}
+// 64 bytes from the five aligned windows around them (the packed tiles' load unit).
+TR_HD constexpr void ShiftWindows(const uint32_t (&x)[20], int o, uint32_t (&y)[16]) {
+  ShiftWords<16>(x, o, y);
 }
 
 // Interleaves 64 bytes of a tile row (y[i]: columns 4i / e ..) into the packed words of

@@ -308,6 +308,24 @@ TEST(PackedRealign, ShiftWindowsRealignsEveryOffset) {
   }
 }
 
+// One 16-byte vector from the two aligned windows around it (the skinny wide loads).
+TEST(PackedRealign, ShiftWordsRealignsOneVector) {
+  std::mt19937 rng(13);
+  for (int iter = 0; iter < 50; ++iter) {
+    uint32_t x[8];
+    for (auto& v : x) v = rng();
+    unsigned char bytes[32];
+    std::memcpy(bytes, x, sizeof(bytes));
+    for (int o = 0; o < 16; ++o) {
+      uint32_t y[4];
+      ShiftWords<4>(x, o, y);
+      unsigned char got[16];
+      std::memcpy(got, y, sizeof(got));
+      for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "o=" << o << " i=" << i;
+    }
+  }
+}
+
 template <int E>
 void CheckInterleave(std::mt19937& rng) {
   const PackedRealignGeometry g = PackedRealignGeometry::Make(E, 128, 8);
