@@ -204,18 +204,18 @@ struct SkinnyAgent {
   }
 
   // Wide, strided side: input row r, vector vc of the tile's L elements, all loads in flight
-  // before the scatter; 16-byte loads where the vector is aligned; 1- and 2-byte elements on
-  // misaligned rows (kShiftLoads, a kernel of its own: SHIFT, picked at launch where some input
-  // row is misaligned, so that aligned rows keep the plain loads and their registers; the
-  // select-and-shift path cost 16x1048576 u8 4 points of the copy): the two aligned windows
-  // around the vector, realigned in
-  // registers (ShiftWords, tile_math.h); element loads elsewhere (the tile's last partial vector, windows
-  // past the end of the input buffer).
-  // (Aligned windows as on the tall side were measured: +10 points on misaligned f64 rows,
-  // but 3-25 points lost on aligned c128 and u8 rows through register spills at 3 blocks of
-  // 80 registers per SM, docs/benchmark.md; not kept.)
-  // Not for the longest tiles (8 vectors a thread: two windows each spilled 216-240 bytes).
-  static constexpr bool kShiftLoads = SHIFT && E < 4 && MU <= 4;
+  // before the scatter; 16-byte loads where the vector is aligned; on misaligned rows
+  // (kShiftLoads) the two aligned windows around the vector, realigned in registers (ShiftWords,
+  // tile_math.h); element loads elsewhere (the tile's last partial vector, windows past the end
+  // of the input buffer). The shifted loads are a kernel of their own (SHIFT, picked at launch
+  // where some input row is misaligned), so that aligned rows keep the plain loads and their
+  // registers: in one kernel for all rows they cost aligned 16x1048576 u8 4 points of the copy
+  // (and an earlier window variant 3-25 points on aligned c128 and u8 rows through spills,
+  // docs/benchmark.md). H100 2026-11-26: 12x10000001 u8 70 -> 92% of the copy, 16x2883002 bf16
+  // 81 -> 100%, 30x500001 f64 72 -> 99%, 4x19276085 f32 87 -> 90%. Not for the longest tiles
+  // (8 vectors a thread: two windows each spilled 216-240 bytes), nor for the f32 kernels that
+  // stage (kStaged: their registers grew and 5x8495547 f32 lost 5 points).
+  static constexpr bool kShiftLoads = SHIFT && E < 16 && MU <= 4 && (E != 4 || NMAX <= 4);
   __device__ __forceinline__ void LoadStrided(unsigned char* sm, int64_t z, int64_t c0,
                                               int nc) const {
     uint32_t w[MU][kShiftLoads ? 8 : 4];
