@@ -13,7 +13,8 @@ bool MeasureMethod::operator==(const MeasureMethod& o) const {
          memory_clock_khz == o.memory_clock_khz && preempted_retaken == o.preempted_retaken &&
          preempted_kept == o.preempted_kept && alternatives_median_s == o.alternatives_median_s &&
          final_rounds == o.final_rounds &&
-         remeasured_after_rel_spread == o.remeasured_after_rel_spread;
+         remeasured_after_rel_spread == o.remeasured_after_rel_spread &&
+         remeasured_after_slowdown == o.remeasured_after_slowdown;
 }
 
 Measurement Measurement::FromSamples(std::vector<double> samples_s, int warmup,

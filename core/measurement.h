@@ -40,6 +40,8 @@ struct MeasureMethod {
   std::map<std::string, double> alternatives_median_s;  // ceiling: every copy tried, its median
   int final_rounds = 0;             // tuner: interleaved final rounds combined into this one
   double remeasured_after_rel_spread = 0;  // tuner: re-measured after this spread (0: not)
+  double remeasured_after_slowdown = 0;  // tuner: re-measured after its final median came out
+                                         // this many times its quick one (0: not)
 
   bool operator==(const MeasureMethod& o) const;
   bool operator!=(const MeasureMethod& o) const { return !(*this == o); }

@@ -20,6 +20,7 @@ void MeasureMethodToProto(const MeasureMethod& in, v1::MeasureMethod* out) {
   for (const auto& [k, v] : in.alternatives_median_s) (*out->mutable_alternatives_median_s())[k] = v;
   out->set_final_rounds(in.final_rounds);
   out->set_remeasured_after_rel_spread(in.remeasured_after_rel_spread);
+  out->set_remeasured_after_slowdown(in.remeasured_after_slowdown);
 }
 
 StatusOr<MeasureMethod> MeasureMethodFromProto(const std::string& field,
@@ -48,6 +49,7 @@ StatusOr<MeasureMethod> MeasureMethodFromProto(const std::string& field,
   }
   m.final_rounds = in.final_rounds();
   m.remeasured_after_rel_spread = in.remeasured_after_rel_spread();
+  m.remeasured_after_slowdown = in.remeasured_after_slowdown();
   return m;
 }
 

@@ -302,6 +302,7 @@ Status ToSql(Stmt& st, int i, const MeasureMethod& m) {
   put("final_rounds", m.final_rounds, m.final_rounds != 0);
   put("remeasured_after_rel_spread", m.remeasured_after_rel_spread,
       m.remeasured_after_rel_spread != 0);
+  put("remeasured_after_slowdown", m.remeasured_after_slowdown, m.remeasured_after_slowdown != 0);
   return st.Bind(i, Dump(j));
 }
 Status FromSql(const Stmt& st, int i, MeasureMethod* out) {
@@ -340,6 +341,7 @@ Status FromSql(const Stmt& st, int i, MeasureMethod* out) {
     get("alternatives_median_s", &out->alternatives_median_s);
     get("final_rounds", &out->final_rounds);
     get("remeasured_after_rel_spread", &out->remeasured_after_rel_spread);
+    get("remeasured_after_slowdown", &out->remeasured_after_slowdown);
   } catch (const nlohmann::json::exception& e) {
     return Status::Internal(std::string("method: ") + e.what());
   }

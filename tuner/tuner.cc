@@ -226,21 +226,29 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
   result.ceiling = acc[slots - 1].Combine();
 
   int best = -1;
+  double best_quick_s = 0;  // the winner's quick-pass median
   for (int s = 0; s < slots - 1; ++s) {
     CandidateResult& r = result.candidates[finalists[s]];
+    const double quick_s = r.measurement.median_s;
     r.phase = Phase::kFinal;
     r.measurement = acc[s].Combine();
     if (r.measurement.valid &&
         (best < 0 || r.measurement.median_s < result.candidates[best].measurement.median_s)) {
       best = finalists[s];
+      best_quick_s = quick_s;
     }
   }
-  // A winner too noisy to trust: one more set of rounds, the winner and the ceiling side by side
-  // (alternating which goes first), while the budget lasts. Its result replaces both, so that
-  // the answer's ratio and spread come from the same, later stretch of time.
-  if (best >= 0 && result.candidates[best].measurement.rel_spread() > options.max_rel_spread &&
-      SecondsSince(start) < options.budget_seconds) {
-    const double before = result.candidates[best].measurement.rel_spread();
+  // A winner too noisy to trust, or much slower in the final pass than in the quick one: one
+  // more set of rounds, the winner and the ceiling side by side (alternating which goes first),
+  // while the budget lasts. Its result replaces both, so that the answer's ratio and spread come
+  // from the same, later stretch of time.
+  const double spread = best >= 0 ? result.candidates[best].measurement.rel_spread() : 0;
+  const double slowdown = best >= 0 && best_quick_s > 0
+                              ? result.candidates[best].measurement.median_s / best_quick_s
+                              : 0;
+  const bool noisy = spread > options.max_rel_spread;
+  const bool slowed = slowdown > options.max_slowdown;
+  if (best >= 0 && (noisy || slowed) && SecondsSince(start) < options.budget_seconds) {
     RoundAccumulator again[2];  // 0: the winner, 1: the ceiling
     for (int round = 0; round < kFinalRounds; ++round) {
       if (round > 0 && SecondsSince(start) >= options.budget_seconds) break;
@@ -258,7 +266,8 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
     Measurement winner = again[0].Combine();
     Measurement ceiling = again[1].Combine();
     if (winner.valid && ceiling.valid) {
-      winner.method.remeasured_after_rel_spread = before;
+      winner.method.remeasured_after_rel_spread = noisy ? spread : 0;
+      winner.method.remeasured_after_slowdown = slowed ? slowdown : 0;
       result.candidates[best].measurement = std::move(winner);
       result.ceiling = std::move(ceiling);
     }

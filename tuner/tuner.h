@@ -4,8 +4,10 @@
 // then re-measured side by side with longer measurements, in rounds, and the best median wins.
 // After each round, a finalist whose median so far is more than prune_margin slower than the best
 // so far is dropped from the later rounds (never the incumbent; none when exhaustive). A winner whose
-// rel_spread exceeds max_rel_spread is measured once more, side by side with the ceiling, and the
-// answer carries that re-measurement. A time
+// rel_spread exceeds max_rel_spread, or whose final median came out more than max_slowdown times
+// its quick one (the device slowed down during the final pass: it happened once on an H100, a
+// winner stored at a third of its speed), is measured once more, side by side with the ceiling,
+// and the answer carries that re-measurement. A time
 // budget bounds the whole tune; candidates not reached within it are recorded as skipped.
 // The copy ceiling is measured in the same run (in the final rounds, side by side with the
 // finalists), so every result carries its share of it. TuneResult::breakdown says where the
@@ -31,6 +33,9 @@ namespace transposed {
 // A winner whose samples spread more than this, (max - min) / median, is not trusted: the tuner
 // re-measures it once, and an answer still above it is flagged noisy (Answer.noisy).
 inline constexpr double kMaxTrustedRelSpread = 0.2;
+// A winner whose final median is more than this many times its quick median is re-measured once
+// (the final pass ran on a disturbed device; a steady one measures both within a few percent).
+inline constexpr double kMaxTrustedSlowdown = 1.5;
 
 struct TuneOptions {
   double budget_seconds = 20.0;   // wall-time budget of one tune
@@ -41,6 +46,7 @@ struct TuneOptions {
   double finalist_margin = 0.10;  // ...plus any within this fraction of the quick-pass best
   double prune_margin = 0.03;     // final rounds: drop finalists this much slower than the best
   double max_rel_spread = kMaxTrustedRelSpread;  // re-measure a winner spread wider than this
+  double max_slowdown = kMaxTrustedSlowdown;     // ...or this much slower than its quick median
   // The winner so far (a re-tune): measured whatever the budget and always a finalist, so that
   // it stays the winner unless another candidate measures faster side by side with it.
   std::string incumbent;

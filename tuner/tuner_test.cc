@@ -86,6 +86,31 @@ TEST(TunerTest, ANoisyWinnerIsRemeasured) {
   EXPECT_GT(r->best_measurement.rel_spread(), kMaxTrustedRelSpread);
 }
 
+// A winner whose final rounds all came out much slower than its quick measurement (the device
+// slowed down during the final pass: no spread to see) is measured once more, and the answer
+// carries that measurement; a winner a little slower in the final pass (the quick pass flatters
+// by noise) is not.
+TEST(TunerTest, AWinnerSlowerInTheFinalPassThanInTheQuickOneIsRemeasured) {
+  // Quick 1 ms, three final rounds at 3 ms each (spread 0), then three re-measure rounds at 1 ms.
+  FakeBackend slowed({Timed("a", {1e-3, 3e-3, 3e-3, 3e-3, 1e-3}),
+                      Timed("b", {2e-3, 6e-3})});
+  StatusOr<TuneResult> r = RunTune(slowed, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "a");
+  EXPECT_EQ(slowed.measure_calls("a"), 1 + 3 + 3);
+  EXPECT_EQ(slowed.ceiling_calls(), 3 + 3);
+  EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 1e-3);
+  EXPECT_NEAR(r->best_measurement.method.remeasured_after_slowdown, 3, 1e-9);
+  EXPECT_EQ(r->best_measurement.method.remeasured_after_rel_spread, 0);
+
+  FakeBackend flattered({Timed("a", {1e-3, 1.2e-3}), Timed("b", {2e-3})});
+  r = RunTune(flattered, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(flattered.measure_calls("a"), 1 + 3);
+  EXPECT_EQ(r->best_measurement.method.remeasured_after_slowdown, 0);
+  EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 1.2e-3);
+}
+
 TEST(TunerTest, PicksTheLowestMedianAndFillsTheResult) {
   FakeBackend backend({Timed("a", {3e-3}), Timed("b", {1e-3}), Timed("c", {2e-3})});
   const int64_t before_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
