@@ -1,6 +1,7 @@
 #include "server/store.h"
 
 #include "core/device_class.h"
+#include "testing/problems.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -153,12 +154,9 @@ TuneResult MakeResult(const DeviceInfo& device, const Problem& problem, const st
   return r;
 }
 
+// One dense f32 matrix unless a dtype is given (testing/problems.h builds it).
 Problem MakeProblem(int64_t rows, int64_t cols, DType dtype = DType::kF32) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.dtype = dtype;
-  return p;
+  return MakeTestProblem(rows, cols, dtype);
 }
 
 void ExpectSameMeasurement(const Measurement& a, const Measurement& b, const std::string& what) {
