@@ -1,5 +1,6 @@
 // The element-per-thread members: the trusted reference kernel (LaunchReference) and the naive
-// family member. Internal to kernels/. Stateless; thread-safe.
+// family member; and the copy member (LaunchCopy), which moves no element: problems whose input
+// and output have the same layout. Internal to kernels/. Stateless; thread-safe.
 #pragma once
 
 #include "kernels/device_common.cuh"
@@ -52,6 +53,21 @@ Status LaunchNaive(const Problem& p, const void* in, void* out, cudaStream_t s,
                   CapGrid(p.batch, 65535));
   NaiveKernel<E><<<grid, dim3(32, 8), 0, s>>>(a);
   return Launched();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Copy: where the output has the input's layout (SameLayoutTransposed: one row or one column,
+// both sides dense; CheckConfig refuses anything else), the transpose is the copy of the
+// problem's bytes, batch entries included.
+inline Status LaunchCopy(const Problem& p, const void* in, void* out, cudaStream_t s,
+                         const LaunchOptions&) {
+  const cudaError_t e =
+      cudaMemcpyAsync(out, in, static_cast<size_t>(p.bytes()), cudaMemcpyDeviceToDevice, s);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Status::Internal(std::string("copy: cudaMemcpyAsync: ") + cudaGetErrorString(e));
+  }
+  return Status::OK();
 }
 
 }  // namespace transposed::kernels::internal

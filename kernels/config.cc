@@ -12,6 +12,7 @@ namespace transposed::kernels {
 namespace {
 
 TransposeConfig MakeNaive() { return Naive(1).Config(); }
+TransposeConfig MakeCopy() { return Copy(1).Config(); }
 
 // Parser helpers: the fields as given (ValidateShape and the canonical-name check judge them).
 TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int realign = 0,
@@ -78,7 +79,7 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
 
 // Structural checks shared by FromName and FromParams: canonical values for each algorithm.
 Status ValidateShape(const TransposeConfig& c) {
-  if (!c.vendor() && (c.block_rows < 1 || c.block_rows > 32))
+  if (!c.vendor() && c.algorithm != Algorithm::kCopy && (c.block_rows < 1 || c.block_rows > 32))
     return Status::InvalidArgument("block_rows must be in 1..32, got " +
                                    std::to_string(c.block_rows));
   switch (c.algorithm) {
@@ -91,6 +92,11 @@ Status ValidateShape(const TransposeConfig& c) {
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.block_rows != 0 || c.vec_bytes != 0 ||
           c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
         return Status::InvalidArgument("cutensor.permute takes no parameters");
+      return Status::OK();
+    case Algorithm::kCopy:
+      if (c.tile_rows != 0 || c.tile_cols != 0 || c.block_rows != 0 || c.vec_bytes != 0 ||
+          c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
+        return Status::InvalidArgument("copy takes no parameters");
       return Status::OK();
     case Algorithm::kNaive:
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||
@@ -144,6 +150,8 @@ std::string_view AlgorithmName(Algorithm a) {
       return "cublas.geam";
     case Algorithm::kCutensorPermute:
       return "cutensor.permute";
+    case Algorithm::kCopy:
+      return "copy";
   }
   return "unknown";
 }
@@ -156,6 +164,8 @@ std::string TransposeConfig::Name() const {
       return "cublas.geam";
     case Algorithm::kCutensorPermute:
       return "cutensor.permute";
+    case Algorithm::kCopy:
+      return "copy";
     case Algorithm::kSkinny:
       return "skinny.l" + std::to_string(tile_rows) + ".rows" + std::to_string(block_rows);
     case Algorithm::kTile: {
@@ -190,6 +200,7 @@ StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
   if (name == "naive") return MakeNaive();
   if (name == "cublas.geam") return MakeCublasGeam();
   if (name == "cutensor.permute") return MakeCutensorPermute();
+  if (name == "copy") return MakeCopy();
   std::vector<std::string_view> parts = Split(name, '.');
   TransposeConfig c;
   if (parts[0] == "skinny") {
@@ -272,6 +283,9 @@ StatusOr<TransposeConfig> TransposeConfig::FromParams(
     case 4:
       c = MakeCutensorPermute();
       break;
+    case 5:
+      c = MakeCopy();
+      break;
     default:
       return Status::InvalidArgument("unknown algorithm " + std::to_string(it->second));
   }
@@ -304,6 +318,10 @@ const std::vector<TransposeConfig>& FamilyConfigs(int elem_size) {
   return GetFamily().by_size[elem_size];
 }
 
+bool SameLayoutTransposed(const Problem& p) {
+  return (p.rows == 1 || p.cols == 1) && p.in_ld() == p.cols && p.out_ld() == p.rows;
+}
+
 bool SkinnyIsTall(const Problem& p) {
   const bool tall = p.cols <= kSkinnyMaxSide && p.in_ld() == p.cols;
   const bool wide = p.rows <= kSkinnyMaxSide && p.out_ld() == p.rows;
@@ -325,6 +343,12 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p) {
                                    std::to_string(e) + "-byte elements");
   switch (c.algorithm) {
     case Algorithm::kNaive:
+      return Status::OK();
+    case Algorithm::kCopy:
+      if (!SameLayoutTransposed(p))
+        return Status::InvalidArgument(
+            c.Name() + ": only where input and output have the same layout (one row or one " +
+            "column, both sides dense); " + p.ToString() + " has not");
       return Status::OK();
     case Algorithm::kCublasGeam: {
       constexpr int64_t kIntMax = 2147483647;

@@ -298,6 +298,43 @@ TEST(TransposeConfig, CublasGeamIsAVendorMember) {
   EXPECT_TRUE(CheckConfig(*g, P(300, 200, 8, 1, 203, 301)).ok());
 }
 
+// The copy member: our own (bit-exact, no vendor library), in every size's family, offered exactly
+// where the output has the input's layout (one row or one column, both sides dense).
+TEST(TransposeConfig, CopyIsOfferedWhereTheLayoutDoesNotChange) {
+  auto c = TransposeConfig::FromName("copy");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->algorithm, Algorithm::kCopy);
+  EXPECT_EQ(AlgorithmName(c->algorithm), "copy");
+  EXPECT_FALSE(c->vendor());
+  EXPECT_TRUE(c->meets(Exactness::kBit));
+  EXPECT_EQ(c->Params().at("algorithm"), 5);
+  auto by_params = TransposeConfig::FromParams(c->Params());
+  ASSERT_TRUE(by_params.ok()) << by_params.status().ToString();
+  EXPECT_EQ(*by_params, *c);
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 5}, {"block_rows", 8}}).ok());
+  for (const char* bad : {"copy.rows8", "Copy", "copy ", "memcpy"})
+    EXPECT_FALSE(TransposeConfig::FromName(bad).ok()) << bad;
+  for (int e : kSizes) {
+    const auto& fam = FamilyConfigs(e);
+    EXPECT_EQ(std::count(fam.begin(), fam.end(), *c), 1) << e;
+    for (const Problem& p : {P(1, 5000, e), P(5000, 1, e), P(1, 5000, e, 7), P(5000, 1, e, 3),
+                             P(1, 1, e, 9)}) {
+      EXPECT_TRUE(SameLayoutTransposed(p)) << p.ToString();
+      const auto cs = EnumerateConfigs(p);
+      EXPECT_EQ(std::count(cs.begin(), cs.end(), *c), 1) << p.ToString();
+    }
+    // A gap after the one row (ld_in) or between the output's one-element rows (ld_out), a
+    // second row or column: the layouts differ.
+    for (const Problem& p : {P(1, 5000, e, 2, 5003, 0), P(5000, 1, e, 1, 0, 5001),
+                             P(5000, 1, e, 1, 2, 0), P(2, 5000, e), P(5000, 2, e)}) {
+      EXPECT_FALSE(SameLayoutTransposed(p)) << p.ToString();
+      const Status st = CheckConfig(*c, p);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << p.ToString();
+      EXPECT_NE(st.message().find("same layout"), std::string::npos) << st.message();
+    }
+  }
+}
+
 TEST(TransposeConfig, CutensorPermuteIsAVendorMember) {
   auto t = TransposeConfig::FromName("cutensor.permute");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -314,7 +351,7 @@ TEST(TransposeConfig, CutensorPermuteIsAVendorMember) {
   EXPECT_EQ(*by_params, *t);
   EXPECT_NE(*t, *TransposeConfig::FromName("cublas.geam"));
   EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 4}, {"block_rows", 8}}).ok());
-  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 5}}).ok());
+  EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 6}}).ok());
   for (const char* bad : {"cutensor", "cutensor.permute.rows8", "cutensor.Permute", "cutensor.geam",
                           "cutensor.permute ", "cublas.permute"})
     EXPECT_FALSE(TransposeConfig::FromName(bad).ok()) << bad;

@@ -46,6 +46,8 @@ void AddRow(std::vector<Entry>& t) {
   if constexpr (P.elem == E) {
     if constexpr (P.algorithm == Algorithm::kNaive) {
       t.push_back({P.Config(), &LaunchNaive<E>});
+    } else if constexpr (P.algorithm == Algorithm::kCopy) {
+      t.push_back({P.Config(), &LaunchCopy});
     } else if constexpr (P.algorithm == Algorithm::kTile) {
       constexpr TilePolicy T = P.tile;
       if constexpr (T.realign == 2) {

@@ -155,7 +155,9 @@ TEST(KernelsGpuSmall, AllConfigsSmallShapes) {
              {9, 203, 1, 211, 0},
              {300, 40, 2, 0, 0},   // skinny past 16: tall (n = 40), wide, both sides <= 64
              {40, 300, 2, 0, 0},
-             {45, 50, 3, 0, 0}});
+             {45, 50, 3, 0, 0},
+             {1, 777, 5, 0, 0},    // one row or column, batched: the copy member
+             {777, 1, 3, 0, 0}});
 }
 
 // Persistent double-buffered tiles (async2) with the grid capped at 3 blocks, so that every block

@@ -27,6 +27,10 @@
 //           staged through shared memory with 16-byte global accesses (the contiguous side as
 //           raw bytes; the strided side of a tall problem as aligned windows around output rows
 //           of any alignment, of a wide one as vectors where its input rows are aligned).
+//   copy    a device-to-device copy (cudaMemcpyAsync), for the problems whose input and output
+//           have the same layout: one row or one column, both sides dense (1 x N -> N x 1, any
+//           batch). The transpose of such a problem moves no element; the kernels reached 63-89%
+//           of the copy there (H100 2026-11-26: 1x3479052 c128 62.9% in skinny tiles).
 //   cublas.geam  cuBLAS geam with op(A) = A^T, alpha 1, beta 0 (cublasSgeam for f32,
 //           cublasDgeam for f64; one matrix, dimensions and leading dimensions below 2^31), loaded
 //           at run time with dlopen: a candidate where the library is present. geam computes
@@ -65,10 +69,11 @@ enum class Algorithm : int {
   kTile = 1,
   kSkinny = 2,
   kCublasGeam = 3,
-  kCutensorPermute = 4
+  kCutensorPermute = 4,
+  kCopy = 5
 };
 
-// "naive", "tile", "skinny", "cublas.geam", "cutensor.permute".
+// "naive", "tile", "skinny", "cublas.geam", "cutensor.permute", "copy".
 std::string_view AlgorithmName(Algorithm a);
 
 struct TransposeConfig {
@@ -145,6 +150,10 @@ std::vector<TransposeConfig> CandidateConfigs(const Problem& p);
 // Whether a config can run this problem (INVALID_ARGUMENT naming why not). Pointer alignment is
 // checked by Launch (vector configs need in/out aligned to vec_bytes).
 Status CheckConfig(const TransposeConfig& c, const Problem& p);
+
+// Whether the problem's output has its input's layout (one row or one column, both sides dense:
+// element i of the input is element i of the output, batch entries alike): the copy member.
+bool SameLayoutTransposed(const Problem& p);
 
 // Which side a skinny config treats as narrow: true ("tall") when the input rows are dense and
 // cols <= 16, or cols <= 64 and the rows are not a narrower side of dense output rows, so the
