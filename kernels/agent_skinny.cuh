@@ -1,4 +1,4 @@
-// The skinny agent: problems with one side of 1..64 elements, one agent for both directions
+// The skinny agent: problems with one side of 1..256 elements, one agent for both directions
 // (SkinnyDir), moving the contiguous side as raw 16-byte chunks and the other side as 16-byte
 // vectors gathered/scattered element-wise in shared memory (SkinnyOffset layout, tile_math.h):
 // tall output rows as aligned 16-byte windows whatever their alignment (SegmentWindow), wide
@@ -125,9 +125,9 @@ __device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const 
 }
 
 // The two directions of a skinny problem (SkinnyIsTall in config.h):
-//   kTall  cols = n <= 64 with dense input rows: L input rows are one contiguous byte string
+//   kTall  cols = n <= 256 with dense input rows: L input rows are one contiguous byte string
 //          (read raw), the output side is n rows written as 16-byte vectors gathered from shared;
-//   kWide  rows = n <= 64 with dense output rows: the mirror image (input rows read as 16-byte
+//   kWide  rows = n <= 256 with dense output rows: the mirror image (input rows read as 16-byte
 //          vectors and scattered into shared, L output rows one contiguous byte string).
 enum class SkinnyDir { kTall, kWide };
 
@@ -392,10 +392,18 @@ void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage
       LaunchSkinnyKernel<E, SkinnyTileLength(L, 32, kTall), BR, 32, D>(a, grid, smem, stage_at,
                                                                        shift, s);
       break;
-    default:
-      static_assert(kSkinnyMaxSide == 64, "one kernel per SkinnyMaxSide");
+    case 64:
       LaunchSkinnyKernel<E, SkinnyTileLength(L, 64, kTall), BR, 64, D>(a, grid, smem, stage_at,
                                                                        shift, s);
+      break;
+    case 128:
+      LaunchSkinnyKernel<E, SkinnyTileLength(L, 128, kTall), BR, 128, D>(a, grid, smem, stage_at,
+                                                                         shift, s);
+      break;
+    default:
+      static_assert(kSkinnyMaxSide == 256, "one kernel per SkinnyMaxSide");
+      LaunchSkinnyKernel<E, SkinnyTileLength(L, 256, kTall), BR, 256, D>(a, grid, smem, stage_at,
+                                                                         shift, s);
       break;
   }
 }

@@ -200,13 +200,13 @@ TEST(EnumerateConfigs, OffersVectorAndSkinnyPathsWhereTheyApply) {
       EXPECT_NE(c.algorithm, Algorithm::kSkinny);
     // Short sides up to kSkinnyMaxSide (batched small matrices), none past it.
     for (const Problem& p : {P(27, 540, e, 438), P(540, 27, e, 438), P(64, 5000, e),
-                             P(5000, 64, e)}) {
+                             P(5000, 64, e), P(145, 2284, e, 250), P(5000, 256, e)}) {
       const auto cs = EnumerateConfigs(p);
       EXPECT_TRUE(std::any_of(cs.begin(), cs.end(), [](const TransposeConfig& c) {
         return c.algorithm == Algorithm::kSkinny;
       })) << p.ToString();
     }
-    for (const Problem& p : {P(65, 5000, e), P(5000, 65, e)})
+    for (const Problem& p : {P(kSkinnyMaxSide + 1, 5000, e), P(5000, kSkinnyMaxSide + 1, e)})
       for (const TransposeConfig& c : EnumerateConfigs(p))
         EXPECT_NE(c.algorithm, Algorithm::kSkinny) << p.ToString();
   }
@@ -220,7 +220,7 @@ TEST(SkinnyIsTall, TakesTheNarrowerDenseSide) {
   EXPECT_FALSE(SkinnyIsTall(P(8, 1000, 4)));
   EXPECT_TRUE(SkinnyIsTall(P(540, 27, 4, 438)));
   EXPECT_FALSE(SkinnyIsTall(P(27, 540, 4, 438)));
-  EXPECT_FALSE(SkinnyIsTall(P(20, 60, 4, 3)));   // both dense and <= 64: the 20 rows
+  EXPECT_FALSE(SkinnyIsTall(P(20, 60, 4, 3)));   // both dense and <= 256: the 20 rows
   EXPECT_TRUE(SkinnyIsTall(P(60, 20, 4, 3)));
   EXPECT_TRUE(SkinnyIsTall(P(20, 60, 4, 3, 0, 21)));  // output rows strided: only tall applies
   EXPECT_FALSE(SkinnyIsTall(P(1000, 27, 4, 1, 29)));  // input rows strided: not tall

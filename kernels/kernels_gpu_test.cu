@@ -248,7 +248,10 @@ TEST(KernelsGpu, AllConfigsAllShapes) {
              {3001, 64, 1, 0, 0},
              {17, 5001, 1, 5003, 0},
              {5001, 33, 1, 0, 5007},
-             {20, 60, 5, 0, 0}});
+             {20, 60, 5, 0, 0},
+             {145, 777, 3, 0, 0},  // skinny past 64: 128- and 256-wide kernels
+             {777, 200, 2, 0, 0},
+             {256, 1001, 1, 0, 0}});
 }
 
 TEST(KernelsGpu, LaunchRejectsMisalignedPointersAndBadConfigs) {

@@ -34,7 +34,7 @@
 // H100 2026-11-26: large odd bf16 +2.3 to +2.5 points, e.g. 131847x5159 77.8% -> 80.1%);
 // persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
 // a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
-// skinny tiles for one side <= 64; a device-to-device copy where the output has the input's
+// skinny tiles for one side <= 256; a device-to-device copy where the output has the input's
 // layout (one row or one column, both dense: 1x3479052 c128 61% -> 102% of the copy); cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
 // that the tuner never answers slower than cuBLAS where cuBLAS is present; and cuTENSOR's
 // permutation (dlopen'd, where libcutensor is present; f32 and f64, batched and strided).
@@ -102,7 +102,7 @@ struct TilePolicy {
   }
 };
 
-// A tile of `len` elements along the long side times the whole narrow side (<= 64 elements;
+// A tile of `len` elements along the long side times the whole narrow side (<= 256 elements;
 // the tile is shortened past 16, SkinnyTileLength in tile_math.h).
 struct SkinnyPolicy {
   int elem = 0, len = 0, block_rows = 0;

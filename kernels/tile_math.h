@@ -560,13 +560,14 @@ struct TileCursor {
 TR_HD constexpr int SkinnySide(int q, int nv) { return q / nv; }
 TR_HD constexpr int SkinnyVec(int q, int nv) { return q % nv; }
 
-// The widest narrow side of the skinny path: batched matrices with a short side of 17..64 (438
-// matrices of 27x540 f32 ran at 71% of the copy on the H100 in 16x16 tiles, 2026-11-26).
-inline constexpr int kSkinnyMaxSide = 64;
+// The widest narrow side of the skinny path: batched matrices with a short side of 17..256 (H100
+// 2026-11-26: 438 matrices of 27x540 f32 ran at 71% of the copy in 16x16 tiles, 106% skinny;
+// 250 of 145x2284 u8 50% in packed tiles, 70% skinny; 300 of 2000x100 u8 78% -> 103%).
+inline constexpr int kSkinnyMaxSide = 256;
 
 // Effective tile length of a skinny tile of nominal length `len` (the config's l<LEN>) for a
-// narrow side of n elements: the kernel is instantiated for n <= SkinnyMaxSide(n) (4, 8, 16, 32
-// or 64). In the tall direction the tile is made longer as the narrow side shrinks, so that a
+// narrow side of n elements: the kernel is instantiated for n <= SkinnyMaxSide(n) (4, 8, 16, 32,
+// 64, 128 or 256). In the tall direction the tile is made longer as the narrow side shrinks, so that a
 // tile always holds about len x 16 elements (a narrow side of 1 to 4 moved a quarter of the bytes
 // per block that 16 did: 19497724x1 bf16 ran at 51% of the copy on the H100, 88% with the longer
 // tile); shared memory stays within the n = 16 bound (SkinnySharedFor(len * 16 * e)). The wide
@@ -574,7 +575,7 @@ inline constexpr int kSkinnyMaxSide = 64;
 // and spill with longer tiles) and shortens it like the tall one past 16, so that the tile bytes
 // and the per-thread counts stay those of n = 16.
 TR_HD constexpr int SkinnyMaxSide(int64_t n) {
-  return n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : 64;
+  return n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : n <= 128 ? 128 : 256;
 }
 TR_HD constexpr int64_t SkinnyTileLength(int len, int64_t n, bool tall) {
   return tall || SkinnyMaxSide(n) > 16 ? int64_t{len} * 16 / SkinnyMaxSide(n) : int64_t{len};

@@ -671,6 +671,8 @@ TEST(SkinnyLayout, TileLengthKeepsTheTileBytes) {
   EXPECT_EQ(SkinnyMaxSide(9), 16);
   EXPECT_EQ(SkinnyMaxSide(17), 32);
   EXPECT_EQ(SkinnyMaxSide(33), 64);
+  EXPECT_EQ(SkinnyMaxSide(65), 128);
+  EXPECT_EQ(SkinnyMaxSide(129), 256);
   EXPECT_EQ(SkinnyMaxSide(kSkinnyMaxSide), kSkinnyMaxSide);
   // Every skinny row of the family: whole 16-byte vectors for every narrow side.
   for (const Policy& p : kFamily) {

@@ -21,9 +21,9 @@
 //           Shared-memory bank conflicts are
 //           avoided either with `pad` elements per tile row or with an XOR swizzle of the
 //           shared-memory row's units (swizzle == 1). Edge tiles use a predicated element path.
-//   skinny  for problems with one side of 1..64 elements: a tile of tile_rows elements along the
+//   skinny  for problems with one side of 1..256 elements: a tile of tile_rows elements along the
 //           long side (tall: x 2 for a short side of 5..8, x 4 for 1..4; both directions:
-//           / 2 for 17..32, / 4 for 33..64) times the short side,
+//           / 2 for 17..32, / 4 for 33..64 ... / 16 for 129..256) times the short side,
 //           staged through shared memory with 16-byte global accesses (the contiguous side as
 //           raw bytes; the strided side of a tall problem as aligned windows around output rows
 //           of any alignment, of a wide one as vectors where its input rows are aligned).
@@ -156,8 +156,8 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p);
 bool SameLayoutTransposed(const Problem& p);
 
 // Which side a skinny config treats as narrow: true ("tall") when the input rows are dense and
-// cols <= 16, or cols <= 64 and the rows are not a narrower side of dense output rows, so the
-// tile is read as raw bytes; otherwise rows <= 64 with dense output rows.
+// cols <= 16, or cols <= 256 and the rows are not a narrower side of dense output rows, so the
+// tile is read as raw bytes; otherwise rows <= 256 with dense output rows.
 bool SkinnyIsTall(const Problem& p);
 // Dynamic shared memory bytes a skinny config needs for a problem (0 for other algorithms).
 int64_t SkinnySharedBytes(const TransposeConfig& c, const Problem& p);
