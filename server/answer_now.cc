@@ -62,7 +62,9 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
   for (const Candidate& c : valid) {
     if (Param(c, "test_fault", 0) != 0) continue;
     const int64_t algorithm = Param(c, "algorithm", -1);
-    if (algorithm == 2 && ShapeClass(p) != "tiled") {
+    if (algorithm == 5) {
+      consider(c, -2);  // CUDA copy: offered only where the layout does not change, a copy's speed
+    } else if (algorithm == 2 && ShapeClass(p) != "tiled") {
       consider(c, -1);  // CUDA skinny: the first one, before any tile
     } else if (algorithm == 1) {
       const double tile_bytes = static_cast<double>(Param(c, "tile_rows", 32) *

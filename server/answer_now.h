@@ -7,7 +7,8 @@
 // |log2 rows ratio| + |log2 cols ratio| + |log2 batch ratio| + 1 if one has row strides and the
 // other not; its winner is used only if it is a valid candidate for the new problem. Without one,
 // HeuristicCandidate gives the documented default, always one of the problem's valid candidates:
-//   CUDA family (params "algorithm"): a skinny problem takes the first skinny configuration;
+//   CUDA family (params "algorithm"): `copy` where it is offered (one row or column, the layout
+//     unchanged); a skinny problem takes the first skinny configuration;
 //     otherwise the tile configuration nearest to 16-byte accesses, an XOR swizzle, no
 //     realign/async, 8 warps and a 16 KiB tile (tile64x64 for 4-byte elements).
 //   CPU backend: the SIMD candidate (params "isa", "block" or "wrun"/"rrun", "threads", "nt") of
