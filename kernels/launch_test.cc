@@ -40,9 +40,10 @@ TEST(Launch, RejectsConfigsOutsideTheFamilyOrProblem) {
   EXPECT_EQ(Launch(*vec, odd, Fake(1 << 20), Fake(1 << 24), nullptr).code(),
             StatusCode::kInvalidArgument);
 
+  // Skinny configurations take a narrow side of at most 256 elements.
   auto skinny = TransposeConfig::FromName("skinny.l256.rows8");
   ASSERT_TRUE(skinny.ok());
-  EXPECT_EQ(Launch(*skinny, p, Fake(1 << 20), Fake(1 << 24), nullptr).code(),
+  EXPECT_EQ(Launch(*skinny, Square(300), Fake(1 << 20), Fake(1 << 24), nullptr).code(),
             StatusCode::kInvalidArgument);
 
   Problem bad = p;
