@@ -371,41 +371,21 @@ void LaunchSkinnyKernel(const Args& a, dim3 grid, size_t smem, int stage_at, boo
 
 // L is the config's nominal length; the kernel for a narrow side of n <= NMAX elements runs tiles
 // of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall, L wide up to 16.
-template <int E, int L, int BR, SkinnyDir D>
+// NMAX = SkinnyMaxSide(n), found by doubling from 4 (one kernel per power of two up to
+// kSkinnyMaxSide).
+template <int E, int L, int BR, SkinnyDir D, int NMAX = 4>
 void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage_at, bool shift,
                      cudaStream_t s) {
-  constexpr bool kTall = D == SkinnyDir::kTall;
-  switch (SkinnyMaxSide(n)) {
-    case 4:
-      LaunchSkinnyKernel<E, SkinnyTileLength(L, 4, kTall), BR, 4, D>(a, grid, smem, stage_at,
-                                                                     shift, s);
-      break;
-    case 8:
-      LaunchSkinnyKernel<E, SkinnyTileLength(L, 8, kTall), BR, 8, D>(a, grid, smem, stage_at,
-                                                                     shift, s);
-      break;
-    case 16:
-      LaunchSkinnyKernel<E, SkinnyTileLength(L, 16, kTall), BR, 16, D>(a, grid, smem, stage_at,
-                                                                       shift, s);
-      break;
-    case 32:
-      LaunchSkinnyKernel<E, SkinnyTileLength(L, 32, kTall), BR, 32, D>(a, grid, smem, stage_at,
-                                                                       shift, s);
-      break;
-    case 64:
-      LaunchSkinnyKernel<E, SkinnyTileLength(L, 64, kTall), BR, 64, D>(a, grid, smem, stage_at,
-                                                                       shift, s);
-      break;
-    case 128:
-      LaunchSkinnyKernel<E, SkinnyTileLength(L, 128, kTall), BR, 128, D>(a, grid, smem, stage_at,
-                                                                         shift, s);
-      break;
-    default:
-      static_assert(kSkinnyMaxSide == 256, "one kernel per SkinnyMaxSide");
-      LaunchSkinnyKernel<E, SkinnyTileLength(L, 256, kTall), BR, 256, D>(a, grid, smem, stage_at,
-                                                                         shift, s);
-      break;
+  static_assert(SkinnyMaxSide(NMAX) == NMAX, "NMAX runs over the values of SkinnyMaxSide");
+  if constexpr (NMAX < kSkinnyMaxSide) {
+    if (SkinnyMaxSide(n) > NMAX) {
+      LaunchSkinnyDir<E, L, BR, D, 2 * NMAX>(a, n, grid, smem, stage_at, shift, s);
+      return;
+    }
   }
+  constexpr bool kTall = D == SkinnyDir::kTall;
+  LaunchSkinnyKernel<E, SkinnyTileLength(L, NMAX, kTall), BR, NMAX, D>(a, grid, smem, stage_at,
+                                                                       shift, s);
 }
 
 template <int E, int L, int BR>

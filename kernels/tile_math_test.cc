@@ -291,40 +291,40 @@ TEST(ShiftedRows, WriteMappingCoversEveryWindowOnceWithFewBankConflicts) {
   EXPECT_EQ(TileGeometry::Make(4, 64, 32, 8, 16, 2, 0, 1).RealignInvalid(), nullptr);
 }
 
-TEST(PackedRealign, ShiftWindowsRealignsEveryOffset) {
-  std::mt19937 rng(11);
+// ShiftWords<N> realigns 4N bytes from the N + 4 words around them, for every offset.
+template <int N>
+void CheckShiftWords(unsigned seed) {
+  std::mt19937 rng(seed);
   for (int iter = 0; iter < 50; ++iter) {
-    uint32_t x[20];
+    uint32_t x[N + 4];
     for (auto& v : x) v = rng();
-    unsigned char bytes[80];
+    unsigned char bytes[4 * (N + 4)];
     std::memcpy(bytes, x, sizeof(bytes));
     for (int o = 0; o < 16; ++o) {
-      uint32_t y[16];
-      ShiftWindows(x, o, y);
-      unsigned char got[64];
+      uint32_t y[N];
+      ShiftWords<N>(x, o, y);
+      unsigned char got[4 * N];
       std::memcpy(got, y, sizeof(got));
-      for (int i = 0; i < 64; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "o=" << o << " i=" << i;
+      for (int i = 0; i < 4 * N; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "o=" << o << " i=" << i;
     }
   }
 }
 
-// One 16-byte vector from the two aligned windows around it (the skinny wide loads).
-TEST(PackedRealign, ShiftWordsRealignsOneVector) {
-  std::mt19937 rng(13);
-  for (int iter = 0; iter < 50; ++iter) {
-    uint32_t x[8];
-    for (auto& v : x) v = rng();
-    unsigned char bytes[32];
-    std::memcpy(bytes, x, sizeof(bytes));
-    for (int o = 0; o < 16; ++o) {
-      uint32_t y[4];
-      ShiftWords<4>(x, o, y);
-      unsigned char got[16];
-      std::memcpy(got, y, sizeof(got));
-      for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], bytes[o + i]) << "o=" << o << " i=" << i;
-    }
+// 64 bytes from five windows (the packed tiles' load unit, ShiftWindows).
+TEST(PackedRealign, ShiftWindowsRealignsEveryOffset) {
+  CheckShiftWords<16>(11);
+  std::mt19937 rng(12);
+  uint32_t x[20], y[16], z[16];
+  for (auto& v : x) v = rng();
+  for (int o = 0; o < 16; ++o) {
+    ShiftWindows(x, o, y);
+    ShiftWords<16>(x, o, z);
+    ASSERT_EQ(std::memcmp(y, z, sizeof(y)), 0) << o;
   }
 }
+
+// One 16-byte vector from the two aligned windows around it (the skinny wide loads).
+TEST(PackedRealign, ShiftWordsRealignsOneVector) { CheckShiftWords<4>(13); }
 
 template <int E>
 void CheckInterleave(std::mt19937& rng) {
