@@ -132,9 +132,9 @@ __device__ __forceinline__ void SkinnyStoreContiguous(unsigned char* dst, const 
 enum class SkinnyDir { kTall, kWide };
 
 // One tile of L elements along the long side x n along the narrow side; NMAX >= n bounds the
-// per-thread unit counts (4, 8, 16, 32 or 64, picked at launch; tall, and wide past 16: L is then
-// the config's length x 16 / NMAX, so that L x NMAX, the shared bytes and the per-thread counts
-// do not depend on NMAX; SkinnyTileLength, tile_math.h).
+// per-thread unit counts (a power of two from 4 to 256, picked at launch; tall, and wide past 16:
+// L is then the config's length x 16 / NMAX, so that L x NMAX, the shared bytes and the
+// per-thread counts do not depend on NMAX; SkinnyTileLength, tile_math.h).
 // Phases: the contiguous side (LoadContiguous / StoreContiguous: raw 16-byte chunks), the
 // strided side (LoadStrided: vectors scattered into shared / StoreStrided: windows gathered from
 // shared), a barrier between them.
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(32 * BR, (SkinnyAgent<E, L, BR, NMAX, D, SHIFT
 }
 
 // The kernel of one NMAX: the shifted-load kernel (SkinnyAgent::kShiftLoads) where `shift` (some
-// input row misaligned) and the agent has one, else the plain one.
+// input row misaligned; wide problems only) and the agent has one, else the plain one.
 template <int E, int L, int BR, int NMAX, SkinnyDir D>
 void LaunchSkinnyKernel(const Args& a, dim3 grid, size_t smem, int stage_at, bool shift,
                         cudaStream_t s) {
@@ -400,7 +400,8 @@ Status LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream_t s,
   const dim3 grid(CapGrid((len + tl - 1) / tl, INT_MAX), 1, CapGrid(p.batch, 65535));
   // Wide problems whose input rows are not all 16-byte aligned: f32-sized elements on more than
   // 4 rows stage the rows' aligned windows after the tile (LoadStaged), where that fits the 48
-  // KiB of shared memory without opt-in; 1- and 2-byte elements take the shifted-load kernel.
+  // KiB of shared memory without opt-in; the others take the shifted-load kernel where the
+  // agent has one (SkinnyAgent::kShiftLoads), else element loads on the misaligned rows.
   int stage_at = 0;
   const size_t staged = smem + static_cast<size_t>(n) * (tl * E + 16);
   const bool misaligned =

@@ -35,9 +35,10 @@
 // persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
 // a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
 // skinny tiles for one side <= 256; a device-to-device copy where the output has the input's
-// layout (one row or one column, both dense: 1x3479052 c128 61% -> 102% of the copy); cuBLAS geam (dlopen'd; Sgeam for f32, Dgeam for f64) so
-// that the tuner never answers slower than cuBLAS where cuBLAS is present; and cuTENSOR's
-// permutation (dlopen'd, where libcutensor is present; f32 and f64, batched and strided).
+// layout (one row or one column, both dense: 1x3479052 c128 61% -> 102% of the copy); cuBLAS
+// geam (dlopen'd; Sgeam for f32, Dgeam for f64) so that the tuner never answers slower than
+// cuBLAS where cuBLAS is present; and cuTENSOR's permutation (dlopen'd, where libcutensor is
+// present; f32 and f64, batched and strided).
 //
 // Pure constexpr C++ (no CUDA headers): compiled by config.cc on machines without CUDA. Constant
 // data; thread-safe.

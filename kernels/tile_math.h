@@ -567,15 +567,21 @@ inline constexpr int kSkinnyMaxSide = 256;
 
 // Effective tile length of a skinny tile of nominal length `len` (the config's l<LEN>) for a
 // narrow side of n elements: the kernel is instantiated for n <= SkinnyMaxSide(n) (4, 8, 16, 32,
-// 64, 128 or 256). In the tall direction the tile is made longer as the narrow side shrinks, so that a
-// tile always holds about len x 16 elements (a narrow side of 1 to 4 moved a quarter of the bytes
-// per block that 16 did: 19497724x1 bf16 ran at 51% of the copy on the H100, 88% with the longer
-// tile); shared memory stays within the n = 16 bound (SkinnySharedFor(len * 16 * e)). The wide
-// direction keeps `len` up to n = 16 (its per-thread window count, held in registers, would grow
-// and spill with longer tiles) and shortens it like the tall one past 16, so that the tile bytes
-// and the per-thread counts stay those of n = 16.
+// 64, 128 or 256). In the tall direction the tile is made longer as the narrow side shrinks, so
+// that a tile always holds about len x 16 elements (a narrow side of 1 to 4 moved a quarter of
+// the bytes per block that 16 did: 19497724x1 bf16 ran at 51% of the copy on the H100, 88% with
+// the longer tile); shared memory stays within the n = 16 bound (SkinnySharedFor(len * 16 * e)).
+// The wide direction keeps `len` up to n = 16 (its per-thread window count, held in registers,
+// would grow and spill with longer tiles) and shortens it like the tall one past 16, so that the
+// tile bytes and the per-thread counts stay those of n = 16.
 TR_HD constexpr int SkinnyMaxSide(int64_t n) {
-  return n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : n <= 128 ? 128 : 256;
+  return n <= 4    ? 4
+         : n <= 8  ? 8
+         : n <= 16 ? 16
+         : n <= 32 ? 32
+         : n <= 64 ? 64
+         : n <= 128 ? 128
+                    : 256;
 }
 TR_HD constexpr int64_t SkinnyTileLength(int len, int64_t n, bool tall) {
   return tall || SkinnyMaxSide(n) > 16 ? int64_t{len} * 16 / SkinnyMaxSide(n) : int64_t{len};
