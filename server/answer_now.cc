@@ -53,6 +53,10 @@ std::optional<size_t> NearestEntry(const Problem& p, const std::vector<TuneResul
   return best;
 }
 
+// The CUDA family's "algorithm" parameter (kernels::Algorithm, transposed/kernels/config.h; the
+// service reads candidates' parameters only and does not link the kernels).
+constexpr int64_t kCudaTile = 1, kCudaSkinny = 2, kCudaCopy = 5;
+
 Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& valid) {
   const Candidate* pick = nullptr;
   double best = std::numeric_limits<double>::infinity();
@@ -62,11 +66,11 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
   for (const Candidate& c : valid) {
     if (Param(c, "test_fault", 0) != 0) continue;
     const int64_t algorithm = Param(c, "algorithm", -1);
-    if (algorithm == 5) {
+    if (algorithm == kCudaCopy) {
       consider(c, -2);  // CUDA copy: offered only where the layout does not change, a copy's speed
-    } else if (algorithm == 2 && ShapeClass(p) != "tiled") {
+    } else if (algorithm == kCudaSkinny && ShapeClass(p) != "tiled") {
       consider(c, -1);  // CUDA skinny: the first one, before any tile
-    } else if (algorithm == 1) {
+    } else if (algorithm == kCudaTile) {
       const double tile_bytes = static_cast<double>(Param(c, "tile_rows", 32) *
                                                     Param(c, "tile_cols", 32) * p.elem_size());
       const double score = (Param(c, "vec_bytes", 0) == 16 ? 0 : 4) +
