@@ -419,7 +419,8 @@ void LaunchSkinnyKernel(const Args& a, dim3 grid, size_t smem, int stage_at, boo
 }
 
 // L is the config's nominal length; the kernel for a narrow side of n <= NMAX elements runs tiles
-// of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall, L wide up to 16.
+// of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall; wide 2 L up to 4,
+// L up to 16, L x 16 / NMAX past it.
 // NMAX = SkinnyMaxSide(n), found by doubling from 4 (one kernel per power of two up to
 // kSkinnyMaxSide).
 template <int E, int L, int BR, SkinnyDir D, int NMAX = 4>

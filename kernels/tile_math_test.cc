@@ -648,8 +648,8 @@ TEST(SkinnyLayout, SegmentWindowsCoverEverySegmentElementOnce) {
   }
 }
 
-// Tall skinny tiles grow as the narrow side shrinks, wide ones keep their length up to n = 16
-// and both shrink past it; the shared bytes stay within the n = 16 bound, so every family row
+// Tall skinny tiles grow as the narrow side shrinks, wide ones double their length up to n = 4,
+// keep it up to n = 16, and both shrink past it; the shared bytes stay within the n = 16 bound, so every family row
 // that fits for n = 16 fits for every n, and a tile stays a whole number of 16-byte vectors.
 TEST(SkinnyLayout, TileLengthKeepsTheTileBytes) {
   for (int len : {64, 128, 256, 512, 1024, 2048}) {
@@ -659,7 +659,9 @@ TEST(SkinnyLayout, TileLengthKeepsTheTileBytes) {
       EXPECT_LT(nmax, 2 * n + 4) << n;  // the smallest instantiated kernel that fits
       EXPECT_EQ(SkinnyTileLength(len, n, true) * nmax, int64_t{len} * 16);
       EXPECT_LE(SkinnyTileLength(len, n, true) * n, int64_t{len} * 16);
-      if (n <= 16) {
+      if (n <= 4) {
+        EXPECT_EQ(SkinnyTileLength(len, n, false), 2 * len);  // the window count of n = 8
+      } else if (n <= 16) {
         EXPECT_EQ(SkinnyTileLength(len, n, false), len);
       } else {
         EXPECT_EQ(SkinnyTileLength(len, n, false) * nmax, int64_t{len} * 16);
