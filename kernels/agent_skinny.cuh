@@ -255,9 +255,12 @@ struct SkinnyAgent {
   // (and an earlier window variant 3-25 points on aligned c128 and u8 rows through spills,
   // docs/benchmark.md). H100 2026-11-26: 12x10000001 u8 70 -> 92% of the copy, 16x2883002 bf16
   // 81 -> 100%, 30x500001 f64 72 -> 99%, 4x19276085 f32 87 -> 90%. Not for the longest tiles
-  // (8 vectors a thread: two windows each spilled 216-240 bytes), nor for the f32 kernels that
-  // stage (kStaged: their registers grew and 5x8495547 f32 lost 5 points).
-  static constexpr bool kShiftLoads = SHIFT && E < 16 && MU <= 4 && (E != 4 || NMAX <= 4);
+  // (8 vectors a thread: two windows each spilled 216-240 bytes; the f32 ones stage instead,
+  // kStaged). For f32 they replaced the staging wherever a thread has 4 vectors or fewer (H100
+  // 2026-11-27: 12x27896391 f32 87.0% -> 94.7%, 5x8495547 f32 85.3% -> 93.4%, 200x500001 f32
+  // 81.4% -> 89.2%, 16x1048577 f32 +7.6 points; shifting code inside the staging kernels had
+  // cost 5x8495547 f32 5 points through registers).
+  static constexpr bool kShiftLoads = SHIFT && E < 16 && MU <= 4;
   // The tall side's contiguous input string of a batch entry that starts misaligned, as aligned
   // windows realigned in registers (SkinnyLoadContiguous), for 1- and 2-byte elements (H100
   // 2026-11-26: 500x9999x11 bf16 72% -> 84% of the copy, 300x1063x25 bf16 66% -> 76%; 4- and
@@ -324,8 +327,9 @@ struct SkinnyAgent {
   // (7x190496026 u8 72.9% -> 59.0%: one byte per shared copy; 3x10000001 f64 85.7% -> 76.2%)
   // or gained little (16x2883002 bf16 +2.6), and its code raised the other wide kernels' spills
   // (16x1048576 u8 99.5% -> 93.9%); with 4 rows or fewer it lost too (H200 3x33333331 f32
-  // 66.8% -> 61.6%).
-  static constexpr bool kStaged = E == 4 && NMAX > 4;
+  // 66.8% -> 61.6%), and to the shifted loads wherever those fit (kShiftLoads). So: the f32
+  // kernels of 8 vectors a thread.
+  static constexpr bool kStaged = E == 4 && D == SkinnyDir::kWide && MU > 4;
   // Blocks per SM the kernel is compiled for (registers: 64 a thread for 4 blocks of 256, 80 for
   // 3): 4 where the kernel fits 64 registers without spilling (not the wide kernels of 8 vectors
   // a thread, the staging and shifting ones, nor the wide 8-byte ones: 8 bytes of spills). The
@@ -404,15 +408,26 @@ __global__ void __launch_bounds__(32 * BR, (SkinnyAgent<E, L, BR, NMAX, D, SHIFT
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) agent.Run(sm, st, z, t);
 }
 
-// The kernel of one NMAX: the shifting kernel (SkinnyAgent::kShift) where `shift` (some strided
-// input row or contiguous batch entry misaligned) and the agent has one, else the plain one.
+// The kernel of one NMAX (tiles of L elements, n <= NMAX): where `shift` (some strided input row
+// or contiguous batch entry misaligned), the shifting kernel (SkinnyAgent::kShift) where the agent
+// has one, else the staging one (SkinnyAgent::kStaged: the rows' aligned windows after the tile,
+// where that fits the 48 KiB of shared memory without opt-in), else the plain one (element loads
+// on the misaligned rows).
 template <int E, int L, int BR, int NMAX, SkinnyDir D>
-void LaunchSkinnyKernel(const Args& a, dim3 grid, size_t smem, int stage_at, bool shift,
+void LaunchSkinnyKernel(const Args& a, int64_t n, dim3 grid, size_t smem, bool shift,
                         cudaStream_t s) {
   if constexpr (SkinnyAgent<E, L, BR, NMAX, D, true>::kShift) {
     if (shift) {
-      SkinnyKernel<E, L, BR, NMAX, D, true><<<grid, 32 * BR, smem, s>>>(a, stage_at);
+      SkinnyKernel<E, L, BR, NMAX, D, true><<<grid, 32 * BR, smem, s>>>(a, 0);
       return;
+    }
+  }
+  int stage_at = 0;
+  if constexpr (SkinnyAgent<E, L, BR, NMAX, D, false>::kStaged) {
+    const size_t staged = smem + static_cast<size_t>(n) * (L * E + 16);
+    if (shift && staged <= 48 * 1024) {
+      stage_at = static_cast<int>(smem);
+      smem = staged;
     }
   }
   SkinnyKernel<E, L, BR, NMAX, D, false><<<grid, 32 * BR, smem, s>>>(a, stage_at);
@@ -424,18 +439,18 @@ void LaunchSkinnyKernel(const Args& a, dim3 grid, size_t smem, int stage_at, boo
 // NMAX = SkinnyMaxSide(n), found by doubling from 4 (one kernel per power of two up to
 // kSkinnyMaxSide).
 template <int E, int L, int BR, SkinnyDir D, int NMAX = 4>
-void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, int stage_at, bool shift,
+void LaunchSkinnyDir(const Args& a, int64_t n, dim3 grid, size_t smem, bool shift,
                      cudaStream_t s) {
   static_assert(SkinnyMaxSide(NMAX) == NMAX, "NMAX runs over the values of SkinnyMaxSide");
   if constexpr (NMAX < kSkinnyMaxSide) {
     if (SkinnyMaxSide(n) > NMAX) {
-      LaunchSkinnyDir<E, L, BR, D, 2 * NMAX>(a, n, grid, smem, stage_at, shift, s);
+      LaunchSkinnyDir<E, L, BR, D, 2 * NMAX>(a, n, grid, smem, shift, s);
       return;
     }
   }
   constexpr bool kTall = D == SkinnyDir::kTall;
-  LaunchSkinnyKernel<E, SkinnyTileLength(L, NMAX, kTall), BR, NMAX, D>(a, grid, smem, stage_at,
-                                                                       shift, s);
+  LaunchSkinnyKernel<E, SkinnyTileLength(L, NMAX, kTall), BR, NMAX, D>(a, n, grid, smem, shift,
+                                                                       s);
 }
 
 template <int E, int L, int BR>
@@ -448,26 +463,16 @@ Status LaunchSkinny(const Problem& p, const void* in, void* out, cudaStream_t s,
   const int64_t tl = SkinnyTileLength(L, n, tall);
   size_t smem = static_cast<size_t>(SkinnySharedFor(tl * n * E));
   const dim3 grid(CapGrid((len + tl - 1) / tl, INT_MAX), 1, CapGrid(p.batch, 65535));
-  // Wide problems whose input rows are not all 16-byte aligned: f32-sized elements on more than
-  // 4 rows stage the rows' aligned windows after the tile (LoadStaged), where that fits the 48
-  // KiB of shared memory without opt-in; the others take the shifted-load kernel where the
-  // agent has one (SkinnyAgent::kShiftLoads), else element loads on the misaligned rows.
-  int stage_at = 0;
-  const size_t staged = smem + static_cast<size_t>(n) * (tl * E + 16);
+  // Wide: some input row not 16-byte aligned (LaunchSkinnyKernel picks the kernel).
   const bool misaligned =
       (reinterpret_cast<uintptr_t>(in) & 15) != 0 || (p.in_ld() * E) % 16 != 0;
-  if (!tall && E == 4 && SkinnyMaxSide(n) > 4 &&  // the kernels of SkinnyAgent::kStaged
-      misaligned && staged <= 48 * 1024) {
-    stage_at = static_cast<int>(smem);
-    smem = staged;
-  }
   // Tall: batch entry z's input string starts z x the matrix bytes past the base pointer.
   const bool entries_misaligned = (reinterpret_cast<uintptr_t>(in) & 15) != 0 ||
                                   (p.batch > 1 && (p.rows * n * E) % 16 != 0);
   if (tall) {
-    LaunchSkinnyDir<E, L, BR, SkinnyDir::kTall>(a, n, grid, smem, 0, entries_misaligned, s);
+    LaunchSkinnyDir<E, L, BR, SkinnyDir::kTall>(a, n, grid, smem, entries_misaligned, s);
   } else {
-    LaunchSkinnyDir<E, L, BR, SkinnyDir::kWide>(a, n, grid, smem, stage_at, misaligned, s);
+    LaunchSkinnyDir<E, L, BR, SkinnyDir::kWide>(a, n, grid, smem, misaligned, s);
   }
   return Launched();
 }
