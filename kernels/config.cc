@@ -77,26 +77,33 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   return parts;
 }
 
+// Whether every parameter field is zero (the members that take no parameters).
+bool NoParameters(const TransposeConfig& c) {
+  return c.tile_rows == 0 && c.tile_cols == 0 && c.block_rows == 0 && c.vec_bytes == 0 &&
+         c.pad == 0 && c.swizzle == 0 && c.realign == 0 && c.async == 0;
+}
+
 // Structural checks shared by FromName and FromParams: canonical values for each algorithm.
 Status ValidateShape(const TransposeConfig& c) {
-  if (!c.vendor() && c.algorithm != Algorithm::kCopy && (c.block_rows < 1 || c.block_rows > 32))
-    return Status::InvalidArgument("block_rows must be in 1..32, got " +
-                                   std::to_string(c.block_rows));
   switch (c.algorithm) {
     case Algorithm::kCublasGeam:
-      if (c.tile_rows != 0 || c.tile_cols != 0 || c.block_rows != 0 || c.vec_bytes != 0 ||
-          c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
-        return Status::InvalidArgument("cublas.geam takes no parameters");
-      return Status::OK();
     case Algorithm::kCutensorPermute:
-      if (c.tile_rows != 0 || c.tile_cols != 0 || c.block_rows != 0 || c.vec_bytes != 0 ||
-          c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
-        return Status::InvalidArgument("cutensor.permute takes no parameters");
-      return Status::OK();
     case Algorithm::kCopy:
-      if (c.tile_rows != 0 || c.tile_cols != 0 || c.block_rows != 0 || c.vec_bytes != 0 ||
-          c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
-        return Status::InvalidArgument("copy takes no parameters");
+      if (!NoParameters(c))
+        return Status::InvalidArgument(c.Name() + " takes no parameters");
+      return Status::OK();
+    case Algorithm::kNaive:
+    case Algorithm::kSkinny:
+    case Algorithm::kTile:
+      if (c.block_rows < 1 || c.block_rows > 32)
+        return Status::InvalidArgument("block_rows must be in 1..32, got " +
+                                       std::to_string(c.block_rows));
+      break;
+  }
+  switch (c.algorithm) {
+    case Algorithm::kCublasGeam:
+    case Algorithm::kCutensorPermute:
+    case Algorithm::kCopy:
       return Status::OK();
     case Algorithm::kNaive:
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||

@@ -122,6 +122,17 @@ TEST(TransposeConfig, RejectsMalformedNamesAndParams) {
   EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 1}, {"pad", 1}, {"swizzle", 1}}).ok());
   EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 0}, {"tile_rows", 4}}).ok());
   EXPECT_FALSE(TransposeConfig::FromParams({{"algorithm", 1}, {"tile_rows", -1}}).ok());
+  // The members without parameters reject any; the kernels need block_rows in 1..32.
+  auto copy = TransposeConfig::FromParams({{"algorithm", 5}, {"block_rows", 8}});
+  ASSERT_FALSE(copy.ok());
+  EXPECT_NE(copy.status().ToString().find("copy takes no parameters"), std::string::npos)
+      << copy.status().ToString();
+  auto skinny = TransposeConfig::FromParams({{"algorithm", 2}, {"tile_rows", 512},
+                                             {"vec_bytes", 16}, {"block_rows", 0}});
+  ASSERT_FALSE(skinny.ok());
+  EXPECT_NE(skinny.status().ToString().find("block_rows must be in 1..32"), std::string::npos)
+      << skinny.status().ToString();
+  ASSERT_TRUE(TransposeConfig::FromParams({{"algorithm", 5}}).ok());
   auto naive = TransposeConfig::FromParams({{"algorithm", 0}});
   ASSERT_TRUE(naive.ok());
   EXPECT_EQ(*naive, NaiveConfig());
