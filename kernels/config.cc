@@ -83,6 +83,14 @@ bool NoParameters(const TransposeConfig& c) {
          c.pad == 0 && c.swizzle == 0 && c.realign == 0 && c.async == 0;
 }
 
+// The thread count of the members with kernels: 32 x block_rows threads a block.
+Status CheckBlockRows(const TransposeConfig& c) {
+  if (c.block_rows < 1 || c.block_rows > 32)
+    return Status::InvalidArgument("block_rows must be in 1..32, got " +
+                                   std::to_string(c.block_rows));
+  return Status::OK();
+}
+
 // Structural checks shared by FromName and FromParams: canonical values for each algorithm.
 Status ValidateShape(const TransposeConfig& c) {
   switch (c.algorithm) {
@@ -93,30 +101,19 @@ Status ValidateShape(const TransposeConfig& c) {
         return Status::InvalidArgument(c.Name() + " takes no parameters");
       return Status::OK();
     case Algorithm::kNaive:
-    case Algorithm::kSkinny:
-    case Algorithm::kTile:
-      if (c.block_rows < 1 || c.block_rows > 32)
-        return Status::InvalidArgument("block_rows must be in 1..32, got " +
-                                       std::to_string(c.block_rows));
-      break;
-  }
-  switch (c.algorithm) {
-    case Algorithm::kCublasGeam:
-    case Algorithm::kCutensorPermute:
-    case Algorithm::kCopy:
-      return Status::OK();
-    case Algorithm::kNaive:
       if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||
           c.swizzle != 0 || c.realign != 0 || c.async != 0 || c.block_rows != 8)
         return Status::InvalidArgument("naive takes no parameters");
       return Status::OK();
     case Algorithm::kSkinny:
+      TR_RETURN_IF_ERROR(CheckBlockRows(c));
       if (c.tile_rows < 16 || c.tile_rows % 16 != 0 || c.tile_cols != 0 || c.vec_bytes != 16 ||
           c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
         return Status::InvalidArgument(
             "skinny takes a tile length (a positive multiple of 16) and block_rows only");
       return Status::OK();
     case Algorithm::kTile:
+      TR_RETURN_IF_ERROR(CheckBlockRows(c));
       if (c.tile_rows < 1 || c.tile_cols < 1 || c.tile_rows > 1024 || c.tile_cols > 1024)
         return Status::InvalidArgument("tile dimensions must be in 1..1024");
       if (c.vec_bytes != 0 && c.vec_bytes != 4 && c.vec_bytes != 8 && c.vec_bytes != 16)

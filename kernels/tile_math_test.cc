@@ -649,8 +649,9 @@ TEST(SkinnyLayout, SegmentWindowsCoverEverySegmentElementOnce) {
 }
 
 // Tall skinny tiles grow as the narrow side shrinks, wide ones double their length up to n = 4,
-// keep it up to n = 16, and both shrink past it; the shared bytes stay within the n = 16 bound, so every family row
-// that fits for n = 16 fits for every n, and a tile stays a whole number of 16-byte vectors.
+// keep it up to n = 16, and both shrink past it; the shared bytes stay within the n = 16 bound,
+// so every family row that fits for n = 16 fits for every n, and a tile stays a whole number of
+// 16-byte vectors.
 TEST(SkinnyLayout, TileLengthKeepsTheTileBytes) {
   for (int len : {64, 128, 256, 512, 1024, 2048}) {
     for (int64_t n = 1; n <= kSkinnyMaxSide; ++n) {
