@@ -2,8 +2,10 @@
 # daemon at $ENV{TRANSPOSED_SERVER} (the test runs under testing/with_daemon).
 #   cmake -DMODE=package|fetch -DBUILD_DIR=<transposed build> -DSOURCE_DIR=<transposed source>
 #         -DWORK=<scratch dir> -P consumer_test.cmake
-# package: `cmake --install` into WORK/prefix, find_package(transposed) from there, and the same
-#          program built a second time with only `pkg-config --cflags --libs transposed`.
+# package: `cmake --install` into WORK/prefix (not the configured prefix), find_package(transposed)
+#          from there, the same program built a second time with only
+#          `pkg-config --cflags --libs transposed` (no --define-prefix), and the systemd unit's
+#          ExecStart and --config checked against that prefix.
 # fetch:   FetchContent (add_subdirectory) of the source tree, without CUDA to keep it quick.
 cmake_minimum_required(VERSION 3.25)
 foreach(v MODE BUILD_DIR SOURCE_DIR WORK)
@@ -41,9 +43,27 @@ if(MODE STREQUAL "package")
   run(${CMAKE_COMMAND} --build ${WORK}/build)
   run(${WORK}/build/consumer $ENV{TRANSPOSED_SERVER})
 
-  # pkg-config: the prefix is taken from where the .pc file lies (--define-prefix).
+  # The systemd unit names this prefix's daemon and configuration.
+  file(STRINGS ${prefix}/lib/systemd/system/transposed.service exec REGEX "^ExecStart=")
+  set(want "ExecStart=${prefix}/bin/transposed --config ${prefix}/etc/transposed/transposed.toml")
+  if(NOT exec STREQUAL want)
+    message(FATAL_ERROR "consumer_test: the installed unit says\n  ${exec}\nwant\n  ${want}")
+  endif()
+  if(NOT EXISTS ${prefix}/etc/transposed/transposed.toml)
+    message(FATAL_ERROR "consumer_test: the unit's --config file was not installed")
+  endif()
+
+  # pkg-config: the .pc file finds its prefix from where it lies (${pcfiledir}), so no
+  # --define-prefix is needed: the paths must name this prefix, not the configured one.
   set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
-  execute_process(COMMAND pkg-config --define-prefix --cflags --libs transposed
+  execute_process(COMMAND pkg-config --variable=prefix transposed OUTPUT_VARIABLE pc_prefix
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  get_filename_component(pc_prefix "${pc_prefix}" REALPATH)
+  get_filename_component(real_prefix "${prefix}" REALPATH)
+  if(NOT pc_prefix STREQUAL real_prefix)
+    message(FATAL_ERROR "consumer_test: transposed.pc's prefix is ${pc_prefix}, not ${real_prefix}")
+  endif()
+  execute_process(COMMAND pkg-config --cflags --libs transposed
                   RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_VARIABLE err
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)

@@ -2,7 +2,10 @@
 # (core, proto, client, kernels) with self-contained headers under include/transposed/; the CMake
 # package (find_package(transposed CONFIG): targets transposed::client, transposed::kernels,
 # transposed::core, transposed::proto, transposed::transpose); a pkg-config file (transposed.pc);
-# and a Debian package of all of it (`cpack -G DEB` in the build directory).
+# the systemd unit, sysusers.d entry and example configuration; and two Debian packages
+# (`cpack -G DEB` in the build directory): transposed (component runtime) and transposed-dev
+# (component dev). Both the CMake package and the .pc file find the prefix from where they lie,
+# so an install moved or made with `--prefix P` works as it is.
 #
 # Header layout, the same in the build tree and the install prefix: a consumer includes
 # <transposed/client/client.h>, <transposed/kernels/config.h>, <transposed/kernels/launch.h>,
@@ -42,29 +45,31 @@ install(TARGETS transposed_core transposed_proto_messages transposed_proto trans
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 # The C ABI for other languages (kernels/include/transposed/kernels/c_api.h; the Python package
 # loads it with ctypes from the library path).
-install(TARGETS transposed_launch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS transposed_launch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
 foreach(t transposed transposectl transposed-worker)
   if(TARGET ${t})
-    install(TARGETS ${t} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+    install(TARGETS ${t} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
   endif()
 endforeach()
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/ DESTINATION ${_inc}/transposed/core
-        FILES_MATCHING PATTERN "*.h")
-install(FILES ${PROJECT_BINARY_DIR}/generated/core/version.h DESTINATION ${_inc}/transposed/core)
+        COMPONENT dev FILES_MATCHING PATTERN "*.h")
+install(FILES ${PROJECT_BINARY_DIR}/generated/core/version.h DESTINATION ${_inc}/transposed/core
+        COMPONENT dev)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/proto/ DESTINATION ${_inc}/transposed/proto
-        FILES_MATCHING PATTERN "*.h" PATTERN "transposed" EXCLUDE)
+        COMPONENT dev FILES_MATCHING PATTERN "*.h" PATTERN "transposed" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/generated/transposed/v1/transposed.pb.h
               ${PROJECT_BINARY_DIR}/generated/transposed/v1/transposed.grpc.pb.h
-        DESTINATION ${_inc}/transposed/v1)
+        DESTINATION ${_inc}/transposed/v1 COMPONENT dev)
 install(FILES ${PROJECT_SOURCE_DIR}/client/client.h ${PROJECT_SOURCE_DIR}/client/format.h
-        DESTINATION ${_inc}/transposed/client)
+        DESTINATION ${_inc}/transposed/client COMPONENT dev)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/include/transposed/kernels
-        DESTINATION ${_inc}/transposed FILES_MATCHING PATTERN "*.h")
+        DESTINATION ${_inc}/transposed COMPONENT dev FILES_MATCHING PATTERN "*.h")
 install(FILES ${PROJECT_SOURCE_DIR}/proto/transposed/v1/transposed.proto
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/transposed/proto)
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/transposed/proto COMPONENT dev)
 
-install(EXPORT transposedTargets NAMESPACE transposed:: DESTINATION ${TRANSPOSED_INSTALL_CMAKEDIR})
+install(EXPORT transposedTargets NAMESPACE transposed:: DESTINATION ${TRANSPOSED_INSTALL_CMAKEDIR}
+        COMPONENT dev)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/transposedConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/transposedConfig.cmake
                               INSTALL_DESTINATION ${TRANSPOSED_INSTALL_CMAKEDIR})
@@ -72,33 +77,72 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/transposedConfigVersion.c
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/transposedConfig.cmake
               ${PROJECT_BINARY_DIR}/transposedConfigVersion.cmake
-        DESTINATION ${TRANSPOSED_INSTALL_CMAKEDIR})
+        DESTINATION ${TRANSPOSED_INSTALL_CMAKEDIR} COMPONENT dev)
 
-# pkg-config: the static libraries in link order, gRPC/protobuf through their own .pc files.
+# pkg-config: the static libraries in link order, gRPC/protobuf through their own .pc files. The
+# prefix is relative to the .pc file's directory (${pcfiledir}), so pkg-config gives the right
+# paths for any install prefix without --define-prefix.
 set(TRANSPOSED_PC_CUDA_LIBS "")
 if(TRANSPOSED_HAVE_CUDA)
   set(TRANSPOSED_PC_CUDA_LIBS "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt -lpthread")
   set(TRANSPOSED_PC_CUDA_CFLAGS "-I${CUDAToolkit_INCLUDE_DIRS} -DTRANSPOSED_HAVE_CUDA=1")
 endif()
+set(TRANSPOSED_PC_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  message(FATAL_ERROR "transposed: CMAKE_INSTALL_LIBDIR and CMAKE_INSTALL_INCLUDEDIR must be "
+                      "relative to the prefix (the installed package is relocatable)")
+endif()
+file(RELATIVE_PATH TRANSPOSED_PC_UP /${TRANSPOSED_PC_DIR} /)
+string(REGEX REPLACE "/$" "" TRANSPOSED_PC_UP "${TRANSPOSED_PC_UP}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/transposed.pc.in ${PROJECT_BINARY_DIR}/transposed.pc
                @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/transposed.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${PROJECT_BINARY_DIR}/transposed.pc DESTINATION ${TRANSPOSED_PC_DIR} COMPONENT dev)
 
-# Debian package: `cpack -G DEB` in the build directory (daemon, CLI, worker, libraries, headers,
-# CMake and pkg-config files, the systemd unit and example configuration).
-install(FILES ${PROJECT_SOURCE_DIR}/deploy/transposed.service
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/systemd/system)
-install(FILES ${PROJECT_SOURCE_DIR}/deploy/transposed.toml
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/transposed/examples)
+# The systemd unit (ExecStart and --config with the install's paths), the sysusers.d entry and the
+# example configuration: made when the install runs (cmake/install_service.cmake).
+install(CODE "set(TRANSPOSED_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
+              set(TRANSPOSED_INSTALL_BINDIR \"${CMAKE_INSTALL_BINDIR}\")
+              set(TRANSPOSED_STAGE_DIR \"${PROJECT_BINARY_DIR}/install-service\")
+              include(\"${PROJECT_SOURCE_DIR}/cmake/install_service.cmake\")"
+        COMPONENT runtime)
+
+# Debian packages (`cpack -G DEB` in the build directory):
+#   transposed      the daemon, CLI, worker, C ABI library, unit, sysusers.d entry, example
+#                   configuration (/etc/transposed/transposed.toml, a conffile); Depends from
+#                   dpkg-shlibdeps (runtime libraries only); postinst makes the system user.
+#   transposed-dev  the static libraries, headers, CMake package, .pc file and .proto.
+# Installed under /usr (CPACK_SET_DESTDIR: the install runs with prefix /usr, so the unit names
+# /usr/bin/transposed). deploy/fresh-root-test.sh deb installs it into a fresh Debian 12 root.
 if(PROJECT_IS_TOP_LEVEL)
   set(CPACK_PACKAGE_NAME transposed)
   set(CPACK_PACKAGE_VENDOR "transposed")
-  set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "auto-tuning gRPC daemon for GPU matrix transposition")
+  set(CPACK_PACKAGE_CONTACT "transposed maintainers")
   set(CPACK_GENERATOR DEB)
+  set(CPACK_SET_DESTDIR ON)
+  set(CPACK_INSTALL_PREFIX /usr)
+  set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+  set(CPACK_STRIP_FILES ON)
+  set(CPACK_COMPONENTS_ALL runtime dev)
+  set(CPACK_DEB_COMPONENT_INSTALL ON)
   set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
   set(CPACK_DEBIAN_PACKAGE_MAINTAINER "transposed maintainers")
-  set(CPACK_DEBIAN_PACKAGE_SECTION devel)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libgrpc++-dev, libprotobuf-dev, nlohmann-json3-dev")
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME transposed)
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
+  # The first line of a description is the package's summary.
+  set(CPACK_DEBIAN_RUNTIME_DESCRIPTION "auto-tuning gRPC daemon for GPU matrix transposition
+transposed answers which transpose kernel configuration is fastest for a problem on a device,
+tuning on a miss (a CUDA worker per GPU, or the CPU backend) and caching the winners.")
+  set(_debian ${PROJECT_SOURCE_DIR}/deploy/debian)
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
+      ${_debian}/conffiles ${_debian}/postinst ${_debian}/prerm ${_debian}/postrm)
+  set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+  set(CPACK_DEBIAN_DEV_PACKAGE_NAME transposed-dev)
+  set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+  set(CPACK_DEBIAN_DEV_DESCRIPTION "client and kernel libraries of transposed (development files)
+Static libraries, headers, CMake package and pkg-config file of the transposed client
+(transposed::Client) and transpose kernels.")
+  set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+      "transposed (= ${PROJECT_VERSION}), libgrpc++-dev, libprotobuf-dev, nlohmann-json3-dev")
   include(CPack)
 endif()
