@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The quick start: installs the Debian packages, builds, starts the daemon (CUDA backend when a
-# GPU is visible, the CPU backend otherwise), asks it for the best configuration of one problem
-# twice (the first call tunes, the second is answered from the SQLite cache), then stops it.
+# The quick start: installs the Debian packages building and running need (package and build
+# output go to log files), builds, starts the daemon (CUDA backend when a GPU is visible, the CPU
+# backend otherwise), asks it for the best configuration of one problem twice (the first call
+# tunes, unless quickstart.db has it from an earlier run, which it then says; the second is
+# answered from the SQLite cache), then stops it.
 #
 #   deploy/quickstart.sh [ROWS COLS DTYPE]      default: 2048 2048 f32
 set -euo pipefail
@@ -11,10 +13,17 @@ COLS=${2:-2048}
 DTYPE=${3:-f32}
 BUILD_DIR=${BUILD_DIR:-build}
 
-bash deploy/install-deps.sh
-bash deploy/build.sh
-
 RUN_DIR=$(mktemp -d /tmp/transposed-quickstart.XXXXXX)
+bash deploy/install-deps.sh --build-only
+echo "== building into $BUILD_DIR (log: $RUN_DIR/build.log)"
+start=$SECONDS
+if ! bash deploy/build.sh > "$RUN_DIR/build.log" 2>&1; then
+  tail -40 "$RUN_DIR/build.log" >&2
+  echo "quickstart: the build failed (log: $RUN_DIR/build.log)" >&2
+  exit 1
+fi
+echo "   built in $((SECONDS - start)) s"
+
 DB=${DB:-$PWD/quickstart.db}
 echo
 echo "== starting transposed (db: $DB, log: $RUN_DIR/transposed.log)"
@@ -35,8 +44,15 @@ CTL=("$BUILD_DIR/bin/transposectl" --server "$SERVER")
 echo "== devices"
 "${CTL[@]}" devices
 echo
-echo "== first request: $ROWS x $COLS $DTYPE (a miss: the daemon tunes)"
-"${CTL[@]}" get --rows "$ROWS" --cols "$COLS" --dtype "$DTYPE"
+# The first answer says where it came from: a tune now, or the cache of an earlier run.
+first=$("${CTL[@]}" get --rows "$ROWS" --cols "$COLS" --dtype "$DTYPE")
+case "$(sed -n 's/^ *source: *\([a-z_]*\).*/\1/p' <<< "$first" | head -1)" in
+  tuned) label="a miss: the daemon tuned it" ;;
+  cache) label="answered from the cache: $(basename "$DB") has it from an earlier run; delete it to tune again" ;;
+  *) label="see its source" ;;
+esac
+echo "== first request: $ROWS x $COLS $DTYPE ($label)"
+echo "$first"
 echo
 echo "== second request: the same problem (answered from the cache)"
 "${CTL[@]}" get --rows "$ROWS" --cols "$COLS" --dtype "$DTYPE"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs the quick start (deploy/quickstart.sh) twice against one fresh database, as a new user
+# would and then again, and checks what it promises: it installs only what building and running
+# need (install-deps --build-only: no node/npm, no validator packages), its output is short (no
+# package or build progress; at most 80 lines), the first run's first request is a tune and is
+# headed so, the second run's first request is answered from the cache and headed so (not "a
+# miss"), and every CPU ratio is at most 1.05 (the ceiling is this machine's fastest copy).
+# CI (.ci/run) runs it after the tests; the build is already there, so it costs two tunes.
+#
+#   deploy/quickstart-test.sh [ROWS COLS DTYPE]      default: the quick start's 2048 2048 f32
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORK=$(mktemp -d /tmp/transposed-quickstart-test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "quickstart-test: FAILED: $*" >&2; exit 1; }
+
+if bash deploy/install-deps.sh --build-only --list | grep -Eqx 'nodejs|npm|clang'; then
+  fail "install-deps --build-only lists test-only packages"
+fi
+
+for run in 1 2; do
+  DB=$WORK/quickstart.db bash deploy/quickstart.sh "$@" > "$WORK/run$run.log" 2>&1 ||
+    { cat "$WORK/run$run.log" >&2; fail "run $run of deploy/quickstart.sh exited non-zero"; }
+  lines=$(wc -l < "$WORK/run$run.log")
+  echo "quickstart-test: run $run: $lines lines"
+  grep -q '^install-deps (build):' "$WORK/run$run.log" ||
+    { cat "$WORK/run$run.log"; fail "run $run did not install with --build-only"; }
+  if grep -Eq 'npm ci|manifest validator|Unpacking |Selecting previously|^\[[0-9]+/[0-9]+\]' \
+      "$WORK/run$run.log"; then
+    cat "$WORK/run$run.log"
+    fail "run $run printed package or build progress"
+  fi
+  [ "$lines" -le 80 ] || { cat "$WORK/run$run.log"; fail "run $run printed $lines lines (> 80)"; }
+  # The first request's heading and the source of its answer (the first `source:` line).
+  heading=$(grep -m1 '^== first request' "$WORK/run$run.log")
+  source=$(grep -m1 -E '^ *source: ' "$WORK/run$run.log" | awk '{print $2}')
+  echo "quickstart-test: run $run: $heading / source: $source"
+  if [ "$run" = 1 ]; then
+    [ "$source" = tuned ] && grep -q 'a miss' <<< "$heading" ||
+      { cat "$WORK/run$run.log"; fail "run 1: the first request should be a headed tune"; }
+  else
+    [ "$source" = cache ] && grep -q 'from the cache' <<< "$heading" && ! grep -q 'a miss' <<< "$heading" ||
+      { cat "$WORK/run$run.log"; fail "run 2: the first request should be a headed cache answer"; }
+  fi
+  # CPU answers: the ratio is a share of this machine's copy bandwidth (noise allowed: 5 %).
+  if grep -Eq '^ *backend: +cpu' "$WORK/run$run.log"; then
+    grep -E '^ *ratio: ' "$WORK/run$run.log" | awk '{print $2}' | while read -r r; do
+      awk -v r="$r" 'BEGIN { exit !(r <= 1.05) }' || fail "run $run: CPU ratio $r > 1.05"
+    done
+  fi
+done
+echo "quickstart-test: passed"
