@@ -4,7 +4,8 @@
 # need (install-deps --build-only: no node/npm, no validator packages), its output is short (no
 # package or build progress; at most 80 lines), the first run's first request is a tune and is
 # headed so, the second run's first request is answered from the cache and headed so (not "a
-# miss"), and every CPU ratio is at most 1.05 (the ceiling is this machine's fastest copy).
+# miss"), and every CPU ratio is at most 1.05 unless the answer is flagged noisy (the ceiling is
+# this machine's fastest copy).
 # CI (.ci/run) runs it after the tests; the build is already there, so it costs two tunes.
 #
 #   deploy/quickstart-test.sh [ROWS COLS DTYPE]      default: the quick start's 2048 2048 f32
@@ -42,8 +43,11 @@ for run in 1 2; do
     [ "$source" = cache ] && grep -q 'from the cache' <<< "$heading" && ! grep -q 'a miss' <<< "$heading" ||
       { cat "$WORK/run$run.log"; fail "run 2: the first request should be a headed cache answer"; }
   fi
-  # CPU answers: the ratio is a share of this machine's copy bandwidth (noise allowed: 5 %).
-  if grep -Eq '^ *backend: +cpu' "$WORK/run$run.log"; then
+  # CPU answers: the ratio is a share of this machine's copy bandwidth (noise allowed: 5 %; an
+  # answer the daemon flags as noisy is not held to it).
+  if grep -Eq '^ *rel_spread:.*noisy' "$WORK/run$run.log"; then
+    echo "quickstart-test: run $run: ratio not checked (the answer is flagged noisy)"
+  elif grep -Eq '^ *backend: +cpu' "$WORK/run$run.log"; then
     grep -E '^ *ratio: ' "$WORK/run$run.log" | awk '{print $2}' | while read -r r; do
       awk -v r="$r" 'BEGIN { exit !(r <= 1.05) }' || fail "run $run: CPU ratio $r > 1.05"
     done
