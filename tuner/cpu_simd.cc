@@ -1,5 +1,9 @@
 #include "tuner/cpu_simd.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -114,6 +118,34 @@ void FinishStreaming() {
 
 bool NtAligned(const unsigned char* out, int64_t ldo, int elem) {
   return reinterpret_cast<uintptr_t>(out) % 64 == 0 && (ldo * elem) % 64 == 0;
+}
+
+void StreamCopy(unsigned char* dst, const unsigned char* src, int64_t bytes) {
+  if (bytes <= 0) return;
+#if defined(__x86_64__)
+  const auto misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) % 16);
+  const int64_t head = std::min<int64_t>(bytes, (16 - misalign) % 16);
+  std::memcpy(dst, src, static_cast<size_t>(head));
+  int64_t i = head;
+  // Four 16-byte streaming stores per iteration: a whole cache line when dst is 64-byte aligned.
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  for (; i + 16 <= bytes; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+  std::memcpy(dst + i, src + i, static_cast<size_t>(bytes - i));
+  FinishStreaming();
+#else
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
+#endif
 }
 
 }  // namespace transposed::cpu_simd

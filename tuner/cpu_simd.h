@@ -62,6 +62,12 @@ int BlockEdge(Isa isa, int elem);
 void FinishStreaming();
 // Whether streaming stores are possible for a matrix: out and every output row 64-byte aligned.
 bool NtAligned(const unsigned char* out, int64_t ldo, int elem);
+// Copies `bytes` from src to dst with streaming (non-temporal) stores where dst is 16-byte
+// aligned (plain moves for the unaligned head and the tail; a plain memcpy where the CPU has no
+// streaming stores), then FinishStreaming(). The copy the CPU backend's ceiling compares with
+// memcpy: glibc's memcpy streams only above a size threshold, so below it a streaming transpose
+// could beat "the ceiling".
+void StreamCopy(unsigned char* dst, const unsigned char* src, int64_t bytes);
 
 // Per-level entry points (cpu_simd_<level>.cc).
 void RectBase(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool nt);
