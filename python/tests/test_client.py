@@ -129,6 +129,31 @@ class ClientTest(unittest.TestCase):
             self.c.delete()  # an empty filter needs all=True
         self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
 
+    def test_list_follows_every_page(self):
+        shapes = [(48, 16), (48, 24), (48, 32), (48, 40), (48, 56)]
+        for rows, cols in shapes:
+            self.c.get_config(rows, cols, "i8")
+        # Pages of 2: three ListEntries calls, all five entries (the first page only was 2).
+        entries = self.c.list(dtype="i8", rows=48, page_size=2)
+        self.assertEqual(sorted(e.answer.problem.cols for e in entries), [16, 24, 32, 40, 56])
+        self.assertEqual(len(self.c.list(dtype="i8", rows=48, page_size=2, limit=3)), 3)
+        it = self.c.iter_entries(dtype="i8", rows=48, page_size=1)
+        self.assertEqual(next(it).answer.problem.rows, 48)  # one page asked for so far
+        self.assertEqual(len(list(it)), 4)
+        with self.assertRaises(ValueError):
+            self.c.list(limit=-1)
+
+    def test_policy_names_in_any_case(self):
+        self.c.get_config(26, 18, "f32")
+        for policy in ("CACHE_ONLY", "Cache_Only", "cache_only"):
+            self.assertEqual(self.c.get_config(26, 18, "f32", policy=policy).source,
+                             pb.SOURCE_CACHE)
+        self.assertEqual(self.c.get_config(26, 18, "f32", policy="TUNE_IF_MISSING").source,
+                         pb.SOURCE_CACHE)
+        with self.assertRaises(ValueError) as e:
+            self.c.get_config(26, 18, "f32", policy="CACHE-ONLY")
+        self.assertIn("cache_only", str(e.exception))
+
     def test_answer_now_never_waits_and_the_tune_lands_in_the_cache(self):
         self.c.devices()  # the channel is connected before anything is timed
         shapes = [(300, 500), (301, 499), (640, 480), (123, 457), (1000, 30)]

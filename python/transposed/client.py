@@ -2,8 +2,10 @@
 
 Client wraps one grpc channel and the calls of transposed.v1.Transposer with plain keyword
 arguments; answers are the generated protobuf messages (transposed.v1.transposed_pb2), errors are
-transposed.Error with the gRPC status code name and the daemon's message. A Client may be shared
-between threads (grpc channels are thread-safe).
+transposed.Error with the gRPC status code name and the daemon's message. The connection options
+are transposectl's: the address ($TRANSPOSED_SERVER), the admin token (token_file,
+$TRANSPOSED_TOKEN_FILE; or token), TLS (tls, tls_ca) and mutual TLS (tls_cert, tls_key),
+tls_server_name. A Client may be shared between threads (grpc channels are thread-safe).
 """
 import os
 
@@ -16,7 +18,7 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 # The most problems one tune_many call takes (the daemon's limit, kMaxTuneManyProblems).
 MAX_TUNE_MANY_PROBLEMS = 256
 
-# Request policies of GetConfig, by the names the CLI uses.
+# Request policies of GetConfig, by the names the CLI uses (any case: "CACHE_ONLY" too).
 POLICIES = {
     "tune_if_missing": pb.TUNE_IF_MISSING,
     "cache_only": pb.CACHE_ONLY,
@@ -40,6 +42,30 @@ def _error(e):
     name = code.name if code is not None else "UNKNOWN"
     details = e.details() if hasattr(e, "details") else str(e)
     return Error(name, details or "")
+
+
+def _policy(policy):
+    name = policy.lower() if isinstance(policy, str) else policy
+    if name not in POLICIES:
+        raise ValueError(f"policy: one of {sorted(POLICIES)} (any case), got {policy!r}")
+    return POLICIES[name]
+
+
+def _read(path, what):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"{what}: cannot read {path}: {e.strerror}") from None
+
+
+def _read_token(path):
+    """The admin token file as transposectl reads it: its first line, trailing blanks dropped."""
+    lines = _read(path, "token_file").decode("utf-8", "replace").splitlines()
+    token = lines[0].rstrip("\r ") if lines else ""
+    if not token:
+        raise ValueError(f"token_file: {path} is empty")
+    return token
 
 
 def device_selector(device):
@@ -99,15 +125,43 @@ class Client:
 
     address: "host:port" (or any gRPC target); default $TRANSPOSED_SERVER, else 127.0.0.1:50051.
     timeout: deadline of every call in seconds (a miss tunes, so keep it generous).
+    token_file: file with the daemon's admin token (--admin-token-file), needed by tune,
+        tune_many(force=True) and delete against a daemon that has one; default
+        $TRANSPOSED_TOKEN_FILE. token: the token itself instead of a file.
+    tls: connect with TLS (implied by tls_ca and tls_cert). tls_ca: PEM CA that signed the
+        daemon's certificate (default: the system's roots). tls_cert, tls_key: PEM client
+        certificate and key (mutual TLS; give both). tls_server_name: the name the daemon's
+        certificate must carry (default: the host of address).
     """
 
-    def __init__(self, address=None, timeout=600.0, wait_for_ready=False):
+    def __init__(self, address=None, timeout=600.0, wait_for_ready=False, token=None,
+                 token_file=None, tls=False, tls_ca=None, tls_cert=None, tls_key=None,
+                 tls_server_name=None):
         self.address = address or os.environ.get("TRANSPOSED_SERVER") or DEFAULT_ADDRESS
         if timeout is None or timeout <= 0:
             raise ValueError(f"timeout: must be > 0 seconds, got {timeout!r}")
         self.timeout = float(timeout)
         self.wait_for_ready = bool(wait_for_ready)
-        self._channel = grpc.insecure_channel(self.address)
+        if token is not None and token_file is not None:
+            raise ValueError("token and token_file: give one or neither")
+        if token is None:
+            token_file = token_file or os.environ.get("TRANSPOSED_TOKEN_FILE") or None
+            if token_file:
+                token = _read_token(token_file)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        if bool(tls_cert) != bool(tls_key):
+            raise ValueError("tls_cert and tls_key: give both or neither")
+        options = []
+        if tls_server_name:
+            options.append(("grpc.ssl_target_name_override", tls_server_name))
+        if tls or tls_ca or tls_cert:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca, "tls_ca") if tls_ca else None,
+                private_key=_read(tls_key, "tls_key") if tls_key else None,
+                certificate_chain=_read(tls_cert, "tls_cert") if tls_cert else None)
+            self._channel = grpc.secure_channel(self.address, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(self.address, options=options)
         self._stub = pb_grpc.TransposerStub(self._channel)
 
     def close(self):
@@ -122,7 +176,7 @@ class Client:
     def _call(self, method, request, timeout=None):
         try:
             return method(request, timeout=timeout or self.timeout,
-                          wait_for_ready=self.wait_for_ready)
+                          wait_for_ready=self.wait_for_ready, metadata=self._metadata)
         except grpc.RpcError as e:
             raise _error(e) from None
 
@@ -130,13 +184,11 @@ class Client:
                    policy="tune_if_missing", timeout=None, value_exact=False):
         """The best configuration for a problem: a transposed.v1.Answer (.variant.name, .gbps,
         .source...). policy: "tune_if_missing" (a miss tunes first), "cache_only" (a miss is
-        Error NOT_FOUND) or "answer_now" (a miss answers at once; see the README).
+        Error NOT_FOUND) or "answer_now" (a miss answers at once; see the README), in any case.
         value_exact: see problem()."""
-        if policy not in POLICIES:
-            raise ValueError(f"policy: one of {sorted(POLICIES)}, got {policy!r}")
         req = pb.GetConfigRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device,
                                                   value_exact),
-                                  policy=POLICIES[policy])
+                                  policy=_policy(policy))
         return self._call(self._stub.GetConfig, req, timeout)
 
     def tune(self, rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None,
@@ -148,7 +200,8 @@ class Client:
                              budget_seconds=float(budget_seconds), exhaustive=bool(exhaustive))
         try:
             for progress in self._stub.Tune(req, timeout=timeout or self.timeout,
-                                            wait_for_ready=self.wait_for_ready):
+                                            wait_for_ready=self.wait_for_ready,
+                                            metadata=self._metadata):
                 yield progress
         except grpc.RpcError as e:
             raise _error(e) from None
@@ -180,7 +233,7 @@ class Client:
                 raise TypeError(f"problems[{i}]: a transposed.v1.Problem, a dict of problem()'s "
                                 f"arguments or (rows, cols, dtype[, batch]), got {p!r}")
         call = self._stub.TuneMany(req, timeout=timeout or self.timeout,
-                                   wait_for_ready=self.wait_for_ready)
+                                   wait_for_ready=self.wait_for_ready, metadata=self._metadata)
         try:
             for progress in call:
                 yield progress
@@ -193,12 +246,39 @@ class Client:
         """The daemon's devices: a list of transposed.v1.Device."""
         return list(self._call(self._stub.ListDevices, pb.ListDevicesRequest(), timeout).devices)
 
-    def list(self, include_candidates=False, limit=0, timeout=None, **filter_fields):
-        """Cached entries, newest first: a list of transposed.v1.Entry. Filters: device,
-        fingerprint, dtype, rows, cols, variant, library_version, tuned_before_unix_ms."""
+    def list(self, include_candidates=False, limit=0, timeout=None, page_size=0,
+             **filter_fields):
+        """Cached entries, newest first: a list of transposed.v1.Entry, every page of them (at
+        most limit when limit > 0). Filters: device, fingerprint, dtype, rows, cols, variant,
+        library_version, tuned_before_unix_ms. iter_entries() yields them page by page."""
+        return list(self.iter_entries(include_candidates=include_candidates, limit=limit,
+                                      timeout=timeout, page_size=page_size, **filter_fields))
+
+    def iter_entries(self, include_candidates=False, limit=0, timeout=None, page_size=0,
+                     **filter_fields):
+        """Like list(), but an iterator: one ListEntries call per page (page_size entries, 0:
+        the daemon's default), the next one only when the iteration gets there."""
+        limit = int(limit)
+        if limit < 0:
+            raise ValueError(f"limit: must be >= 0, got {limit}")
         req = pb.ListEntriesRequest(filter=_filter(**filter_fields),
-                                    include_candidates=bool(include_candidates), limit=int(limit))
-        return list(self._call(self._stub.ListEntries, req, timeout).entries)
+                                    include_candidates=bool(include_candidates),
+                                    page_size=int(page_size))
+        given = 0
+        while True:
+            if limit:
+                left = limit - given
+                if not page_size or left < page_size:
+                    req.page_size = min(left, 1000)
+            response = self._call(self._stub.ListEntries, req, timeout)
+            for entry in response.entries:
+                if limit and given >= limit:
+                    return
+                given += 1
+                yield entry
+            if not response.next_page_token or (limit and given >= limit):
+                return
+            req.page_token = response.next_page_token
 
     def delete(self, all=False, timeout=None, **filter_fields):  # noqa: A002 (the API's name)
         """Deletes the entries matching the filter (as list()); an empty filter needs all=True.
