@@ -9,7 +9,10 @@
 #                                   # CUDA backend tests, fault test, daemon end to end and search
 #                                   # evaluation (tuner/cuda/run_gpu.sh), and the example batch job
 #                                   # (client/run_gpu_example.sh), the Python package against
-#                                   # torch (python/run_gpu.sh); logs in OUTDIR/*, plus
+#                                   # torch (python/run_gpu.sh), the user-path benchmark
+#                                   # (python/bench_user_path.sh: OUTDIR/user_path/user_path.md,
+#                                   # Python and C++ callers against the daemon's stored
+#                                   # figures, torch, host cost, hit latency); logs in OUTDIR/*, plus
 #                                   # OUTDIR/logs.tar.gz holding all of them
 # Exit status of `run`: non-zero if any part failed.
 set -uo pipefail
@@ -18,7 +21,7 @@ BUNDLE=${BUNDLE:-.gpu/bundle}
 PROGRAMS=(kernels_gpu_test transpose_bench transposed-worker transposed-worker-faults
           transposed-fake-worker worker_test cuda_worker_test cuda_backend_test tune_eval
           transposed transposectl
-          example_batch_job with_daemon)
+          example_batch_job with_daemon transposer_bench)
 case "${1:-}" in
   bundle)
     set -e
@@ -52,12 +55,14 @@ case "${1:-}" in
     bash client/run_gpu_example.sh "$BUNDLE" "$out/example" || status=1
     echo "==== Python package: transposed.transpose against torch"
     bash python/run_gpu.sh "$BUNDLE" "$out/python" || status=1
-    tar -C "$out" -czf "$out/logs.tar.gz" kernels backend example python
+    echo "==== user path: Python and C++ callers against the daemon's stored figures"
+    bash python/bench_user_path.sh "$BUNDLE" "$out/user_path" || status=1
+    tar -C "$out" -czf "$out/logs.tar.gz" kernels backend example python user_path
     echo "==== deploy/gpu.sh run: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
     exit $status
     ;;
   *)
-    sed -n 2,14p "$0"
+    sed -n 2,17p "$0"
     exit 2
     ;;
 esac

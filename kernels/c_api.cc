@@ -2,12 +2,15 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <optional>
 #include <string>
 
 #include "core/problem.h"
 #include "core/status.h"
 #include "core/version.h"
 #include "transposed/kernels/config.h"
+#include "transposed/kernels/pointer_alignment.h"
 #if TRANSPOSED_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -45,7 +48,26 @@ Status Parse(const char* variant, const char* dtype, int64_t rows, int64_t cols,
   return transposed::kernels::CheckConfig(*c, *p);
 }
 
+// The message of this thread's last failed transposed_launch_prepared.
+thread_local std::string last_error;
+
+int Fail(const Status& s) {
+  last_error = s.message();
+  return static_cast<int>(s.code());
+}
+
 }  // namespace
+
+// Immutable after transposed_prepare: launched from any thread.
+struct transposed_prepared {
+  transposed::Problem problem;
+  std::string name;
+  int device = 0;
+  int alignment = 1;
+#if TRANSPOSED_HAVE_CUDA
+  std::optional<transposed::kernels::PreparedLaunch> launch;
+#endif
+};
 
 extern "C" {
 
@@ -93,6 +115,74 @@ int transposed_launch(const char* variant, const char* dtype, int64_t rows, int6
                 err_size);
 #endif
 }
+
+int transposed_prepare(const char* variant, const char* dtype, int64_t rows, int64_t cols,
+                       int64_t batch, int64_t ld_in, int64_t ld_out, int device,
+                       transposed_prepared** handle, char* err, size_t err_size) {
+  if (handle == nullptr)
+    return Report(Status::InvalidArgument("handle: must not be NULL"), err, err_size);
+  *handle = nullptr;
+  if (device < 0)
+    return Report(Status::InvalidArgument("device: must be a CUDA device ordinal >= 0, got " +
+                                          std::to_string(device)),
+                  err, err_size);
+  transposed::Problem p;
+  transposed::kernels::TransposeConfig c;
+  Status s = Parse(variant, dtype, rows, cols, batch, ld_in, ld_out, &p, &c);
+  if (!s.ok()) return Report(s, err, err_size);
+  auto* h = new (std::nothrow) transposed_prepared();
+  if (h == nullptr) return Report(Status::ResourceExhausted("out of host memory"), err, err_size);
+  h->problem = p;
+  h->name = c.Name();
+  h->device = device;
+#if TRANSPOSED_HAVE_CUDA
+  auto l = transposed::kernels::PreparedLaunch::Prepare(c, p);
+  if (!l.ok()) {
+    delete h;
+    return Report(l.status(), err, err_size);
+  }
+  h->launch.emplace(std::move(*l));
+#endif
+  h->alignment = transposed::kernels::PointerAlignment(c, p);
+  *handle = h;
+  return Report(Status::OK(), err, err_size);
+}
+
+int transposed_launch_prepared(const transposed_prepared* h, const void* in, void* out,
+                               void* stream) {
+  if (h == nullptr) return Fail(Status::InvalidArgument("handle: must not be NULL"));
+#if TRANSPOSED_HAVE_CUDA
+  Status s = h->launch->CheckPointers(in, out);
+  if (!s.ok()) return Fail(s);
+  // This library has its own CUDA runtime (cudart_static): select the handle's device in it when
+  // the calling thread's current one is another.
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != h->device) {
+    const cudaError_t e = cudaSetDevice(h->device);
+    if (e != cudaSuccess)
+      return Fail(Status::InvalidArgument("device: cudaSetDevice(" + std::to_string(h->device) +
+                                          "): " + cudaGetErrorString(e)));
+  }
+  s = h->launch->Run(in, out, static_cast<cudaStream_t>(stream));
+  if (!s.ok()) return Fail(s);
+  return 0;
+#else
+  (void)in, (void)out, (void)stream;
+  return Fail(Status::Unimplemented("libtransposed_launch was built without CUDA"));
+#endif
+}
+
+const char* transposed_last_error(void) { return last_error.c_str(); }
+
+const char* transposed_prepared_variant(const transposed_prepared* h) {
+  return h == nullptr ? "" : h->name.c_str();
+}
+
+int transposed_prepared_alignment(const transposed_prepared* h) {
+  return h == nullptr ? 0 : h->alignment;
+}
+
+void transposed_destroy(transposed_prepared* h) { delete h; }
 
 int transposed_pointer_device(const void* ptr, int* device, char* err, size_t err_size) {
   if (device == nullptr) return Report(Status::InvalidArgument("device: must not be NULL"), err, err_size);

@@ -1,4 +1,5 @@
 #include "transposed/kernels/config.h"
+#include "transposed/kernels/pointer_alignment.h"
 
 #include <algorithm>
 #include <charconv>
@@ -435,5 +436,14 @@ std::vector<TransposeConfig> CandidateConfigs(const Problem& p) {
 TransposeConfig NaiveConfig() { return MakeNaive(); }
 TransposeConfig TextbookTileConfig() { return MakeTile(32, 32, 8, 0, 0, 0); }
 TransposeConfig TextbookPaddedTileConfig() { return MakeTile(32, 32, 8, 0, 1, 0); }
+
+}  // namespace transposed::kernels
+
+namespace transposed::kernels {
+
+int PointerAlignment(const TransposeConfig& c, const Problem& p) {
+  const int e = p.elem_size();
+  return (c.algorithm == Algorithm::kTile && c.vec_bytes > e) ? c.vec_bytes : e;
+}
 
 }  // namespace transposed::kernels

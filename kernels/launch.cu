@@ -4,6 +4,7 @@
 
 #include "kernels/dispatch.cuh"
 #include "transposed/kernels/launch.h"
+#include "transposed/kernels/pointer_alignment.h"
 
 namespace transposed::kernels {
 namespace {
@@ -55,7 +56,7 @@ StatusOr<PreparedLaunch> PreparedLaunch::Prepare(const TransposeConfig& c, const
   l.config_ = c;
   l.problem_ = p;
   l.options_ = options;
-  l.align_ = (c.algorithm == Algorithm::kTile && c.vec_bytes > e) ? c.vec_bytes : e;
+  l.align_ = PointerAlignment(c, p);
   if (const std::vector<internal::Entry>* table = TableFor(e)) {
     for (const internal::Entry& entry : *table) {
       if (entry.config == c) {

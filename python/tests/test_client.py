@@ -235,6 +235,77 @@ class CAbiTest(unittest.TestCase):
             transposed.check("naive", "f32", 100, 70, ld_in=10)
         self.assertIn("ld_in", e.exception.message)
 
+    def test_prepared_handles_are_made_once_per_device_problem_and_variant(self):
+        from transposed import _launch
+        transposed.clear_cache()
+        lib = transposed.load_library()
+        h = _launch.prepared_handle(0, "tile32x32.rows8.pad1", "f32", 100, 70)
+        self.assertTrue(h)
+        self.assertEqual(_launch.prepared_handle(0, "tile32x32.rows8.pad1", "f32", 100, 70), h)
+        self.assertEqual(lib.transposed_prepared_variant(h).decode(), "tile32x32.rows8.pad1")
+        others = {_launch.prepared_handle(1, "tile32x32.rows8.pad1", "f32", 100, 70),
+                  _launch.prepared_handle(0, "naive", "f32", 100, 70),
+                  _launch.prepared_handle(0, "tile32x32.rows8.pad1", "f32", 100, 70, ld_in=80),
+                  _launch.prepared_handle(0, "tile32x32.rows8.pad1", "i32", 100, 70)}
+        self.assertNotIn(h, others)
+        self.assertEqual(len(others), 4)
+        self.assertEqual(len(_launch._handles), 5)
+        self.assertEqual(lib.transposed_prepared_alignment(
+            _launch.prepared_handle(0, "naive", "c128", 3, 5, batch=2)), 16)
+        with self.assertRaises(transposed.Error) as e:
+            _launch.prepared_handle(0, "tile33x7", "f32", 100, 70)
+        self.assertEqual(e.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(transposed.Error) as e:
+            _launch.prepared_handle(-1, "naive", "f32", 100, 70)
+        self.assertIn("device", e.exception.message)
+        self.assertEqual(len(_launch._handles), 6)
+        transposed.clear_cache()
+        self.assertEqual(len(_launch._handles), 0)
+        # A bounded number of handles: past MAX_HANDLES all are freed and made again as needed.
+        old, _launch.MAX_HANDLES = _launch.MAX_HANDLES, 3
+        try:
+            for rows in range(10, 20):
+                _launch.prepared_handle(0, "naive", "f32", rows, 7)
+                self.assertLessEqual(len(_launch._handles), 3)
+        finally:
+            _launch.MAX_HANDLES = old
+            transposed.clear_cache()
+
+    def test_launch_of_a_prepared_handle_checks_pointers_first(self):
+        from transposed import _launch
+        lib = transposed.load_library()
+        h = _launch.prepared_handle(0, "tile32x32.rows8.pad1", "f32", 100, 70)
+        rc = _launch._launch_fn(h, 0, 1 << 20, 0)
+        self.assertEqual(rc, 3 if lib.transposed_has_cuda() else 12)
+        if lib.transposed_has_cuda():
+            self.assertIn("null", _launch.launch_error(rc).message)
+        rc = _launch._launch_fn(None, 1 << 20, 1 << 24, 0)
+        self.assertEqual(_launch.launch_error(rc).code, "INVALID_ARGUMENT")
+
+    def test_layouts_the_kernels_serve(self):
+        from transposed._launch import layout, out_layout
+        self.assertEqual(layout((100, 70), (70, 1)), ("kernel", 100, 70, 1, 70))
+        self.assertEqual(layout((100, 70), (80, 1)), ("kernel", 100, 70, 1, 80))  # column slice
+        self.assertEqual(layout((4, 100, 70), (7000, 70, 1)), ("kernel", 100, 70, 4, 70))
+        # Leading dims merge into one batch when they follow each other.
+        self.assertEqual(layout((2, 3, 10, 8), (240, 80, 8, 1)), ("kernel", 10, 8, 6, 8))
+        self.assertEqual(layout((2, 1, 10, 8), (80, 5, 8, 1)), ("kernel", 10, 8, 2, 8))
+        self.assertEqual(layout((2, 3, 10, 8), (400, 80, 8, 1)), ("framework",))
+        self.assertEqual(layout((4, 100, 70), (8000, 70, 1)), ("framework",))  # batch gaps
+        # One row: any batch stride of at least a row is the row stride.
+        self.assertEqual(layout((5, 1, 70), (100, 70, 1)), ("kernel", 1, 70, 5, 100))
+        self.assertEqual(layout((100, 1), (3, 1)), ("kernel", 100, 1, 1, 3))
+        # x.t() of a row-major matrix: its transpose is a copy of its storage.
+        self.assertEqual(layout((70, 100), (1, 70)), ("copy",))
+        self.assertEqual(layout((70, 100), (1, 80)), ("copy",))
+        self.assertEqual(layout((100, 70), (140, 2)), ("framework",))  # every other column
+        self.assertEqual(layout((0, 70), (70, 1)), ("framework",))
+        with self.assertRaises(ValueError):
+            layout((70,), (1,))
+        self.assertEqual(out_layout((70, 100), (100, 1), 100, 70, 1), 0)
+        self.assertEqual(out_layout((70, 100), (128, 1), 100, 70, 1), 128)
+        self.assertIsNone(out_layout((70, 100), (1, 70), 100, 70, 1))
+
     def test_transpose_rejects_what_is_not_a_cuda_array(self):
         with self.assertRaises(TypeError):
             transposed.transpose([[1, 2], [3, 4]])

@@ -86,6 +86,105 @@ def when_queue_has_room(fn, *args, **kwargs):
             time.sleep(5)
 
 
+def check(failures, name, ok):
+    print(f"{name}: {'ok' if ok else 'FAILED'}")
+    if not ok:
+        failures.append(name)
+
+
+def first_class(failures, results):
+    """PyTorch as a first-class caller: torch.compile without graph breaks, CUDA graph capture,
+    contiguous_t on views the kernels serve and on those they do not, host cost per call."""
+    a = torch.randn(1024, 768, device="cuda")
+    try:
+        f = torch.compile(lambda t: transposed.transpose(t) * 2, fullgraph=True)
+        check(failures, "torch.compile(fullgraph) transpose(t) * 2",
+              torch.equal(f(a), a.t().contiguous() * 2))
+        g = torch.compile(lambda t: transposed.contiguous_t(t) + 1, fullgraph=True)
+        b = torch.randn(3, 200, 300, device="cuda")
+        check(failures, "torch.compile(fullgraph) contiguous_t(t) + 1",
+              torch.equal(g(b), b.transpose(-2, -1).contiguous() + 1))
+        o = torch.empty(768, 1024, device="cuda")
+        h = torch.compile(lambda t, out: transposed.transpose(t, out=out), fullgraph=True)
+        h(a, o)
+        check(failures, "torch.compile(fullgraph) transpose(t, out=o)", torch.equal(o, a.t()))
+    except Exception as e:  # noqa: BLE001 (a graph break or a compile error is a failure here)
+        check(failures, f"torch.compile: {type(e).__name__}: {e}", False)
+
+    # CUDA graph capture: the plan made before capture; out= given, and allocated in capture.
+    x = torch.randn(512, 384, device="cuda")
+    out = torch.empty(384, 512, device="cuda")
+    transposed.transpose(x, out=out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        transposed.transpose(x, out=out)
+        y0 = transposed.transpose(x)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(graph):
+        transposed.transpose(x, out=out)
+        y = transposed.transpose(x)
+    x.copy_(torch.randn(512, 384, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    check(failures, "CUDA graph capture and replay",
+          torch.equal(out, x.t()) and torch.equal(y, x.t()) and y0.shape == y.shape)
+
+    # Views: contiguous_t(v) == v.transpose(-2, -1).contiguous(), bit for bit.
+    base = random_tensor((600, 520), torch.float32)
+    big = random_tensor((2, 3, 96, 80), torch.bfloat16)
+    views = {
+        "x.t() (transposed view: a copy)": base.t(),
+        "x[:, 8:] (column slice, aligned)": base[:, 8:],
+        "x[:, 3:] (column slice, misaligned start)": base[:, 3:],
+        "x[5:, :] (row slice)": base[5:, :],
+        "x[:, ::2] (every other column)": base[:, ::2],
+        "4-D contiguous (batch merged)": big,
+        "4-D permuted (not mergeable)": big.permute(1, 0, 2, 3),
+        "expanded rows": base[:1].expand(40, 520),
+        "3-D with batch gaps": random_tensor((4, 100, 70), torch.float16)[:, :90, :],
+        "float8 (by element size)": random_tensor((300, 200), torch.uint8).view(
+            torch.float8_e4m3fn),
+        "CPU tensor": torch.randn(30, 20),
+    }
+    for name, v in views.items():
+        try:
+            got = transposed.contiguous_t(v)
+            ok = same_bits(got, v.transpose(-2, -1).contiguous()) and got.is_contiguous()
+        except Exception as e:  # noqa: BLE001
+            print(f"  {name}: {type(e).__name__}: {e}")
+            ok = False
+        check(failures, f"contiguous_t {name}", ok)
+    contiguous_view = base.t().contiguous().t()  # its transpose is contiguous: returned as is
+    check(failures, "contiguous_t of a view whose transpose is contiguous is that view",
+          transposed.contiguous_t(contiguous_view).data_ptr() == contiguous_view.data_ptr())
+
+    # Host cost per call, 256x256 f32, 2000 calls back to back, against torch's own copy.
+    x = torch.randn(256, 256, device="cuda")
+    o = torch.empty(256, 256, device="cuda")
+
+    def per_call_us(fn, calls=2000):
+        fn()
+        best = float("inf")
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+        return best
+
+    ours = per_call_us(lambda: transposed.transpose(x, out=o))
+    theirs = per_call_us(lambda: o.copy_(x.t()))
+    print(f"host cost, 2000 calls of 256x256 f32: transposed.transpose(x, out=o) {ours:.1f} us, "
+          f"o.copy_(x.t()) {theirs:.1f} us")
+    results["host_us"] = {"transpose_out": ours, "torch_copy": theirs}
+    check(failures, "host cost within 2x of torch's copy_", ours <= 2 * theirs)
+
+
 def main():
     if not torch.cuda.is_available():
         print("python_gpu_test: no CUDA device visible to torch", file=sys.stderr)
@@ -149,6 +248,8 @@ def main():
                                  "value_exact": ok})
         if not ok:
             failures.append(f"{name}: not value-exact")
+
+    first_class(failures, results)
 
     print("\n| problem | variant (daemon) | daemon tuned GB/s | transposed.transpose GB/s | "
           "torch x.t().contiguous() GB/s | of tuned | vs torch |")

@@ -7,7 +7,17 @@
  * type by its name ("f32", "bf16", ...). Every function returns 0 on success or a gRPC-style
  * status code (3 INVALID_ARGUMENT, 12 UNIMPLEMENTED, 13 INTERNAL) and writes a NUL-terminated
  * message into err (at most err_size bytes, truncated; err may be NULL). Nothing aborts.
- * Thread-safe: no shared mutable state (CUDA's rules for streams apply).
+ *
+ * Prepared launches: transposed_prepare parses the variant, validates the problem and finds the
+ * kernel once, into a handle; transposed_launch_prepared then only checks the two pointers and
+ * launches (no string parsing, no allocation; a cudaSetDevice only when the calling thread's
+ * current device is another one): what a caller that launches one problem many times (the
+ * Python package, per device, problem and variant) uses. Its error message, on failure, is
+ * read with transposed_last_error (per thread), so a launch passes no buffer.
+ *
+ * Thread-safe: no shared mutable state (CUDA's rules for streams apply); a handle is immutable
+ * after transposed_prepare and may be launched from any number of threads at once, and must not
+ * be destroyed while a launch of it is running.
  */
 #ifndef TRANSPOSED_KERNELS_C_API_H_
 #define TRANSPOSED_KERNELS_C_API_H_
@@ -47,6 +57,41 @@ TRANSPOSED_C_API int transposed_check(const char* variant, const char* dtype, in
 TRANSPOSED_C_API int transposed_launch(const char* variant, const char* dtype, int64_t rows, int64_t cols,
                       int64_t batch, int64_t ld_in, int64_t ld_out, const void* in, void* out,
                       int device, void* stream, char* err, size_t err_size);
+
+/* An immutable prepared launch: the problem, the configuration and its kernel, for one device. */
+typedef struct transposed_prepared transposed_prepared;
+
+/* Parses `variant`, validates the problem (as transposed_check) and finds the kernel, for CUDA
+ * device `device` (an ordinal of this process, >= 0; not touched here: host-only, so it runs
+ * without a GPU). On success *handle is a new handle (free it with transposed_destroy); on
+ * failure *handle is NULL. A vendor member (cublas.geam) whose library does not load here is
+ * refused (9 FAILED_PRECONDITION). */
+TRANSPOSED_C_API int transposed_prepare(const char* variant, const char* dtype, int64_t rows,
+                                        int64_t cols, int64_t batch, int64_t ld_in, int64_t ld_out,
+                                        int device, transposed_prepared** handle, char* err,
+                                        size_t err_size);
+
+/* Launches a prepared handle on `stream` (a cudaStream_t of the handle's device; 0: the legacy
+ * default stream), asynchronously, after checking in/out (not NULL, aligned for the kernel, not
+ * overlapping). Returns 0, or a status code with the message in transposed_last_error(). No
+ * allocation and no synchronization on success, so it may be captured into a CUDA graph. */
+TRANSPOSED_C_API int transposed_launch_prepared(const transposed_prepared* handle, const void* in,
+                                                void* out, void* stream);
+
+/* The message of the calling thread's last failed transposed_launch_prepared ("" if none); valid
+ * until that thread's next call into this library. */
+TRANSPOSED_C_API const char* transposed_last_error(void);
+
+/* The variant name of a handle, as the library spells it (NUL-terminated, owned by the handle). */
+TRANSPOSED_C_API const char* transposed_prepared_variant(const transposed_prepared* handle);
+
+/* The byte alignment transposed_launch_prepared wants of both pointers (the element size, or the
+ * vector width of a vectorized kernel: 4, 8 or 16); 0 for NULL. A caller with a slice that starts
+ * elsewhere runs another variant. */
+TRANSPOSED_C_API int transposed_prepared_alignment(const transposed_prepared* handle);
+
+/* Frees a handle (NULL is ignored). */
+TRANSPOSED_C_API void transposed_destroy(transposed_prepared* handle);
 
 /* The CUDA device ordinal (of this process) that holds device pointer `ptr`. */
 TRANSPOSED_C_API int transposed_pointer_device(const void* ptr, int* device, char* err,
