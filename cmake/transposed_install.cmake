@@ -43,6 +43,14 @@ install(TARGETS transposed_core transposed_proto_messages transposed_proto trans
         EXPORT transposedTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+# Transposer (client/transposer.h: the daemon's answers and prepared launches; with CUDA).
+if(TARGET transposed_transposer)
+  set_target_properties(transposed_transposer PROPERTIES EXPORT_NAME transposer)
+  add_library(transposed::transposer ALIAS transposed_transposer)
+  install(TARGETS transposed_transposer EXPORT transposedTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+  install(FILES ${PROJECT_SOURCE_DIR}/client/transposer.h DESTINATION ${_inc}/transposed/client)
+endif()
 # The C ABI for other languages (kernels/include/transposed/kernels/c_api.h; the Python package
 # loads it with ctypes from the library path).
 install(TARGETS transposed_launch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)

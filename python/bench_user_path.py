@@ -139,13 +139,19 @@ def gbps(nbytes, s):
     return 2 * nbytes / s / 1e9 if s > 0 else 0.0
 
 
-def measure(problem, client, ev):
-    rows, cols, dtype, batch, label = problem
+def tensors(problem):
+    rows, cols, dtype, batch, _ = problem
     shape = (rows, cols) if batch == 1 else (batch, rows, cols)
     tdt = DTYPES[dtype]
     x = torch.randint(0, 256, (batch * rows * cols * SIZES[dtype],), dtype=torch.uint8,
                       device="cuda").view(tdt).view(shape)
-    out = torch.empty(shape[:-2] + (cols, rows), dtype=tdt, device="cuda")
+    return x, torch.empty(shape[:-2] + (cols, rows), dtype=tdt, device="cuda")
+
+
+def measure(problem, client, ev, legacy):
+    rows, cols, dtype, batch, label = problem
+    x, out = tensors(problem)
+    shape = tuple(x.shape)
     nbytes = x.numel() * x.element_size()
     answer = client.get_config(rows, cols, dtype, batch=batch, policy="tune_if_missing")
     user = lambda: transposed.transpose(x, out=out)  # noqa: E731
@@ -156,7 +162,6 @@ def measure(problem, client, ev):
     n = max(20, min(200, int(0.2 / max(one, 1e-6))))
     per, b2b = timed(user, n, ev)
     iso = isolated(user, min(n, 50), ev)
-    kern = kernel_seconds(user)
     # As the daemon's harness times: back to back over rotating pairs that together exceed 4x the
     # L2 (so no call finds its input in the L2), at most 4 GiB of them.
     l2 = torch.cuda.get_device_properties(x.device).L2_cache_size
@@ -177,20 +182,41 @@ def measure(problem, client, ev):
     r = {"problem": f"{'x'.join(map(str, shape))} {dtype}", "label": label,
          "variant": answer.variant.name, "stored_gbps": answer.gbps, "bit_exact": exact,
          "calls": n, "py_per_call_gbps": gbps(nbytes, per), "py_b2b_gbps": gbps(nbytes, b2b),
-         "py_isolated_gbps": gbps(nbytes, iso), "py_kernel_gbps": gbps(nbytes, kern),
+         "py_isolated_gbps": gbps(nbytes, iso),
          "py_rotating_b2b_gbps": gbps(nbytes, rot_b2b), "rotating_pairs": pairs,
          "py_host_us": host_us(user, 200), "torch_t_contiguous_gbps": gbps(nbytes, t_b2b),
          "torch_clone_gbps": gbps(nbytes, c_b2b), "mib": nbytes / 2 ** 20}
+    if legacy is not None:  # the launch path before prepared handles, same buffers
+        old = lambda: legacy.transpose(x, out=out)  # noqa: E731
+        old()
+        torch.cuda.synchronize()
+        _, l_b2b = timed(old, n, ev)
+        r.update({"legacy_b2b_gbps": gbps(nbytes, l_b2b),
+                  "legacy_isolated_gbps": gbps(nbytes, isolated(old, min(n, 50), ev)),
+                  "legacy_host_us": host_us(old, 200)})
     del x, out
     torch.cuda.empty_cache()
     return r
 
 
-def host_costs(calls):
+def kernel_pass(problems, rows):
+    """The device time of the user path's kernels (torch.profiler), last: once the profiler has
+    run, CUPTI stays subscribed in this process and every later launch costs more host time."""
+    for p, r in zip(problems, rows):
+        x, out = tensors(p)
+        r["py_kernel_gbps"] = gbps(x.numel() * x.element_size(),
+                                   kernel_seconds(lambda: transposed.transpose(x, out=out)))
+        del x, out
+        torch.cuda.empty_cache()
+
+
+def host_costs(calls, legacy):
     x = torch.randn(256, 256, device="cuda")
     o = torch.empty(256, 256, device="cuda")
     r = {"calls": calls}
-    for name, fn in [("transposed.transpose(x, out=o)", lambda: transposed.transpose(x, out=o)),
+    old = [] if legacy is None else [
+        ("transpose(x, out=o) before prepared handles", lambda: legacy.transpose(x, out=o))]
+    for name, fn in old + [("transposed.transpose(x, out=o)", lambda: transposed.transpose(x, out=o)),
                      ("transposed.transpose(x)", lambda: transposed.transpose(x)),
                      ("transposed.contiguous_t(x)", lambda: transposed.contiguous_t(x)),
                      ("o.copy_(x.t())", lambda: o.copy_(x.t())),
@@ -258,7 +284,23 @@ def table(rows, cpp, hosts, hits, meta):
             f"{f(c.get('b2b_gbps', 0))} | {f(c.get('isolated_gbps', 0))} | "
             f"{f(r['torch_t_contiguous_gbps'])} | {f(r['torch_clone_gbps'])} | "
             f"{r['py_host_us']:.1f} | {c.get('host_us', float('nan')):.1f} |")
-    lines += ["", "GB/s (fraction of the stored figure).", "",
+    if any("legacy_b2b_gbps" in r for r in rows):
+        lines += ["", "The launch path before prepared handles (`--legacy`), same process and "
+                  "buffers: GB/s (fraction of the stored figure), host us a call:", "",
+                  "| problem | before: b2b | before: isolated | before: host us | now: b2b | now: "
+                  "isolated | now: host us |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            s = r["stored_gbps"] or float("nan")
+            f = lambda v: f"{v:.0f} ({v / s:.2f})"  # noqa: E731
+            lines.append(f"| {r['problem']} | {f(r['legacy_b2b_gbps'])} | "
+                         f"{f(r['legacy_isolated_gbps'])} | {r['legacy_host_us']:.1f} | "
+                         f"{f(r['py_b2b_gbps'])} | {f(r['py_isolated_gbps'])} | "
+                         f"{r['py_host_us']:.1f} |")
+    lines += ["", "GB/s (fraction of the stored figure). Per call: an event before each of N "
+              "calls back to back; b2b: the N calls' time / N; isolated: each call on an idle "
+              "stream (host launch latency inside the events); kernel: torch.profiler's device "
+              "time of the kernel; rotating: b2b over input/output pairs exceeding 4x the L2, as "
+              "the daemon's harness times.", "",
               f"Host cost, {hosts['calls']} calls of 256x256 f32 back to back (us a call, best "
               "of 3):", "", "| call | us |", "|---|---:|"]
     lines += [f"| `{k}` | {v:.1f} |" for k, v in hosts.items() if k != "calls"]
@@ -280,6 +322,9 @@ def main():
     ap.add_argument("--cpp")
     ap.add_argument("--out")
     ap.add_argument("--host-calls", type=int, default=2000)
+    # A _launch.py of an earlier version of the package (git show REV:python/transposed/_launch.py)
+    # to time side by side with this one ("legacy" columns).
+    ap.add_argument("--legacy")
     a = ap.parse_args()
     if a.prepare:
         prepare(a.seed, a.prepare, a.random, a.budget)
@@ -287,26 +332,34 @@ def main():
     client = transposed.Client(timeout=1800)
     dev = client.devices()[0]
     ev = events(257)
-    rows, failures = [], []
+    legacy = None
+    if a.legacy:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("transposed._legacy_launch", a.legacy)
+        legacy = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(legacy)
+    rows, done, failures = [], [], []
     for p in read_problems(a.problems):
         try:
-            r = measure(p, client, ev)
+            r = measure(p, client, ev, legacy)
         except (transposed.Error, RuntimeError) as e:
             failures.append(f"{p}: {e}")
             continue
         print(json.dumps(r))
         rows.append(r)
+        done.append(p)
         if not r["bit_exact"]:
             failures.append(f"{r['problem']}: not bit-exact")
     cpp = {}
     if a.cpp and os.path.exists(a.cpp):
         cpp = json.load(open(a.cpp))
-    hosts = host_costs(a.host_calls)
+    hosts = host_costs(a.host_calls, legacy)
     hits = hit_latency(client)
+    kernel_pass(done, rows)
     meta = {"device": dev.name, "driver": os.popen(
         "nvidia-smi --query-gpu=driver_version --format=csv,noheader").read().strip(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "seed": open(a.problems).readline().split()[2], "torch": torch.__version__,
+        "seed": open(a.problems).readline().split()[2].rstrip(":"), "torch": torch.__version__,
         "command": "deploy/gpu.sh run OUTDIR (python/bench_user_path.sh)"}
     md = table(rows, cpp, hosts, hits, meta)
     print(md)

@@ -3,7 +3,8 @@
 # a C++ (transposed::Transposer, transposer_bench) caller get against the bandwidth the daemon
 # stored, torch's own x.t().contiguous() and clone(), host cost per call, cache-hit latency idle
 # and during a tune. A fixed list plus RANDOM_N (default 4) seeded random shapes, a fresh seed each
-# run unless SEED is set (printed).
+# run unless SEED is set (printed). LEGACY=FILE: also time an earlier version's _launch.py (git
+# show REV:python/transposed/_launch.py > FILE) side by side.
 #   python/bench_user_path.sh BUNDLE OUTDIR
 # BUNDLE: made by deploy/gpu.sh bundle (transposed, transposed-worker, with_daemon,
 # transposer_bench, python/). Needs python3 with torch and grpcio. OUTDIR receives bench.log,
@@ -33,6 +34,7 @@ fi
 # Under with_daemon: TRANSPOSED_SERVER is the daemon's address.
 py() {
   env -u LD_LIBRARY_PATH PYTHONPATH="$bundle/python" PYTHONUNBUFFERED=1 \
+    TRANSPOSED_LAUNCH_LIBRARY="$bundle/python/transposed/libtransposed_launch.so" \
     python3 "$here/bench_user_path.py" "$@"
 }
 status=0
@@ -42,5 +44,6 @@ echo "== C++: transposer_bench"
 "$bundle/run" transposer_bench --server "$TRANSPOSED_SERVER" --problems "$out/problems.txt" \
   --json "$out/cpp.json" || status=1
 echo "== Python: bench_user_path.py"
-py --problems "$out/problems.txt" --cpp "$out/cpp.json" --out "$out" || status=1
+py --problems "$out/problems.txt" --cpp "$out/cpp.json" --out "$out" ${LEGACY:+--legacy "$LEGACY"} \
+  || status=1
 exit $status
