@@ -262,8 +262,10 @@ StatusOr<TransposeConfig> TransposeConfig::FromParams(
                                       "vec_bytes", "pad",       "swizzle",   "realign",
                                       "async"};
   for (const auto& [k, v] : params) {
+    // A named copy: C++17 lambdas cannot capture a structured binding (clang refuses).
+    const std::string& name = k;
     if (std::find_if(std::begin(kKeys), std::end(kKeys),
-                     [&](const char* key) { return k == key; }) == std::end(kKeys))
+                     [&name](const char* key) { return name == key; }) == std::end(kKeys))
       return Status::InvalidArgument("unknown config parameter '" + k + "'");
     if (v < 0 || v > 1 << 20)
       return Status::InvalidArgument("config parameter '" + k +

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "transposed/kernels/config.h"
+
 namespace transposed {
 namespace {
 
@@ -53,9 +55,11 @@ std::optional<size_t> NearestEntry(const Problem& p, const std::vector<TuneResul
   return best;
 }
 
-// The CUDA family's "algorithm" parameter (kernels::Algorithm, transposed/kernels/config.h; the
-// service reads candidates' parameters only and does not link the kernels).
-constexpr int64_t kCudaTile = 1, kCudaSkinny = 2, kCudaCopy = 5;
+// The CUDA family's "algorithm" parameter (TransposeConfig::Params).
+constexpr int64_t AlgorithmParam(kernels::Algorithm a) { return static_cast<int64_t>(a); }
+constexpr int64_t kCudaTile = AlgorithmParam(kernels::Algorithm::kTile);
+constexpr int64_t kCudaSkinny = AlgorithmParam(kernels::Algorithm::kSkinny);
+constexpr int64_t kCudaCopy = AlgorithmParam(kernels::Algorithm::kCopy);
 
 Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& valid) {
   const Candidate* pick = nullptr;

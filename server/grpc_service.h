@@ -90,8 +90,9 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   class TuneCall;
   class TuneManyCall;
 
-  void Note(const grpc::ServerContextBase* context, std::string note) {
-    if (notes_ != nullptr) notes_->Note(context, std::move(note));
+  // routine: the call's log line at debug (a cache hit).
+  void Note(const grpc::ServerContextBase* context, std::string note, bool routine = false) {
+    if (notes_ != nullptr) notes_->Note(context, RpcNote{std::move(note), routine});
   }
 
   // The admin check of one call (AdminGate): OK, or the status to answer (logged here).

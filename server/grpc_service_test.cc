@@ -314,8 +314,9 @@ TEST_F(GrpcServiceTest, AnExpiredDeadlineLeavesTheTuneToFinishAndBeStored) {
 }
 
 // The call caps: a client with --max-calls-per-client calls waiting for tunes is refused the next
-// one with RESOURCE_EXHAUSTED naming the cap (short calls still pass); when its calls finish, it
-// may call again. A second server on the same service, with caps (2 per client, 3 in total).
+// one with RESOURCE_EXHAUSTED naming the cap (short calls, a CACHE_ONLY GetConfig among them,
+// still pass); when its calls finish, it may call again. A second server on the same service,
+// with caps (2 per client, 3 in total).
 TEST_F(GrpcServiceTest, CallsWaitingForTunesAreCappedPerClientAndInTotal) {
   CallLimiter limiter(2, 3);
   GrpcTransposer capped(service_.get(), nullptr, AdminGate(), &limiter);
@@ -372,6 +373,15 @@ TEST_F(GrpcServiceTest, CallsWaitingForTunesAreCappedPerClientAndInTotal) {
     grpc::ClientContext ctx;
     v1::ListDevicesResponse r;
     EXPECT_TRUE(stub->ListDevices(&ctx, v1::ListDevicesRequest(), &r).ok());
+  }
+  {
+    // A GetConfig that does not wait for a tune is not counted, so not refused.
+    grpc::ClientContext ctx;
+    v1::GetConfigRequest req = Request(128, 32, "f32");
+    req.set_policy(v1::CACHE_ONLY);
+    v1::Answer a;
+    grpc::Status s = stub->GetConfig(&ctx, req, &a);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
   }
   // The total cap counts every client: with 3 open, anyone is refused.
   {

@@ -46,14 +46,17 @@ class RpcInterceptor : public grpc::experimental::Interceptor {
   void Report(const grpc::Status& status) {
     const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
     if (recorder_ != nullptr) recorder_->OnRpcDone(service_, method_, status.error_code(), seconds);
-    std::string note = notes_ != nullptr ? notes_->Take(ctx_) : "";
-    if (!note.empty()) note += " ";
+    RpcNote note = notes_ != nullptr ? notes_->Take(ctx_) : RpcNote();
+    const spdlog::level::level_enum level =
+        service_ == kTransposer && !note.routine ? spdlog::level::info : spdlog::level::debug;
+    if (!spdlog::should_log(level)) return;
+    if (!note.text.empty()) note.text += " ";
     std::string code = GrpcCodeName(status.error_code());
     if (!status.ok()) code += ": " + status.error_message();
-    spdlog::log(service_ == kTransposer ? spdlog::level::info : spdlog::level::debug,
+    spdlog::log(level,
                 "rpc={} {}latency_ms={:.3f} status={}", service_ == kTransposer
                     ? method_ : service_ + "/" + method_,
-                note, seconds * 1e3, code);
+                note.text, seconds * 1e3, code);
   }
 
   const grpc::ServerContextBase* const ctx_;
@@ -90,16 +93,16 @@ const char* GrpcCodeName(grpc::StatusCode code) {
   }
 }
 
-void RpcNotes::Note(const grpc::ServerContextBase* ctx, std::string note) {
+void RpcNotes::Note(const grpc::ServerContextBase* ctx, RpcNote note) {
   MutexLock l(&mu_);
   notes_[ctx] = std::move(note);
 }
 
-std::string RpcNotes::Take(const grpc::ServerContextBase* ctx) {
+RpcNote RpcNotes::Take(const grpc::ServerContextBase* ctx) {
   MutexLock l(&mu_);
   auto it = notes_.find(ctx);
-  if (it == notes_.end()) return "";
-  std::string note = std::move(it->second);
+  if (it == notes_.end()) return {};
+  RpcNote note = std::move(it->second);
   notes_.erase(it);
   return note;
 }

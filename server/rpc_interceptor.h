@@ -3,7 +3,8 @@
 //
 // When a call sends its status, the interceptor logs one line
 //   rpc=<Method> <note> latency_ms=<x> status=OK|<CODE: message>
-// (info for transposed.v1.Transposer, debug for the others) and reports (service, method, code,
+// (info for transposed.v1.Transposer, debug for the others and for a Transposer call its handler
+// noted as routine: a cache hit, the bulk of the traffic, counted in the metrics) and reports (service, method, code,
 // seconds) to an RpcRecorder (the metrics). Handlers add what only they know (the problem, the
 // device, where the answer came from) to the line with RpcNotes::Note before they finish; the
 // note is keyed by the call's context and dropped when the call ends.
@@ -36,17 +37,23 @@ class RpcRecorder {
                          grpc::StatusCode code, double seconds) = 0;
 };
 
+// A handler's note for the log line of its call; `routine` logs the line at debug.
+struct RpcNote {
+  std::string text;
+  bool routine = false;
+};
+
 // The handlers' notes for the log line of their call.
 class RpcNotes {
  public:
   // Sets the note of the call whose context is `ctx` ("problem=64x64 f32 device=0 source=cache").
-  void Note(const grpc::ServerContextBase* ctx, std::string note) EXCLUDES(mu_);
+  void Note(const grpc::ServerContextBase* ctx, RpcNote note) EXCLUDES(mu_);
   // Takes the note (empty if none).
-  std::string Take(const grpc::ServerContextBase* ctx) EXCLUDES(mu_);
+  RpcNote Take(const grpc::ServerContextBase* ctx) EXCLUDES(mu_);
 
  private:
   Mutex mu_;
-  std::unordered_map<const grpc::ServerContextBase*, std::string> notes_ GUARDED_BY(mu_);
+  std::unordered_map<const grpc::ServerContextBase*, RpcNote> notes_ GUARDED_BY(mu_);
 };
 
 class RpcInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {

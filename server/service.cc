@@ -241,26 +241,34 @@ std::string TransposeService::DeviceList() const {
 
 StatusOr<int> TransposeService::ResolveDevice(const DeviceRef& ref,
                                               const std::string& field) const {
-  const std::string have =
-      " (this daemon has " + std::to_string(devices_.size()) + ": " + DeviceList() + ")";
+  // Built only for an error: this runs on every request.
+  auto have = [this] {
+    return " (this daemon has " + std::to_string(devices_.size()) + ": " + DeviceList() + ")";
+  };
   if (ref.index.has_value()) {
     const int i = *ref.index;
     if (i < 0 || i >= static_cast<int>(devices_.size()))
-      return Status::NotFound(field + ": no device with index " + std::to_string(i) + have);
+      return Status::NotFound(field + ": no device with index " + std::to_string(i) + have());
     return i;
   }
   if (ref.uuid.has_value()) {
     for (const auto& d : devices_)
       if (d.uuid == *ref.uuid) return d.index;
-    return Status::NotFound(field + ": no device with uuid " + Quote(*ref.uuid) + have);
+    return Status::NotFound(field + ": no device with uuid " + Quote(*ref.uuid) + have());
   }
   return 0;
 }
 
-Status TransposeService::CheckProblem(const Problem& problem, int device,
-                                      const std::string& field) const {
+Status TransposeService::CheckShape(const Problem& problem, int device,
+                                    const std::string& field) const {
   Status s = ValidateProblem(problem, devices_[device].memory_bytes);
   if (!s.ok()) return Status(s.code(), PrefixFields(s.message(), field + "."));
+  return Status::OK();
+}
+
+Status TransposeService::CheckProblem(const Problem& problem, int device,
+                                      const std::string& field) const {
+  TR_RETURN_IF_ERROR(CheckShape(problem, device, field));
   if (backends_[device]->Candidates(problem).empty()) {
     return Status::InvalidArgument(field + ": no kernel configuration of device " +
                                    std::to_string(device) + " (" + devices_[device].backend +
@@ -314,7 +322,7 @@ StatusOr<int> TransposeService::CheckRequest(const Problem& problem, const Devic
 }
 
 std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
-    const ConfigRequest& request, AnswerFn done, TuneProgressFn progress) {
+    const ConfigRequest& request, AnswerFn done, TuneProgressFn progress, const AdmitFn& admit) {
   auto fail = [&done](Status s) -> std::shared_ptr<Waiter> {
     done(std::move(s));
     return nullptr;
@@ -333,7 +341,10 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
     device = *resolved;
   }
   const Problem& problem = request.problem;
-  if (Status s = CheckProblem(problem, device); !s.ok()) return fail(std::move(s));
+  // A hit needs the shape checked only: the stored winner shows that a configuration runs it.
+  // The candidates (computed in this process, never by a worker: tuner/backend.h) are checked
+  // on a miss, below.
+  if (Status s = CheckShape(problem, device); !s.ok()) return fail(std::move(s));
   if (Status s = CheckTuneBudget(request.budget_seconds); !s.ok()) return fail(std::move(s));
   const std::string& fp = fingerprints_[device];
   const std::string& cls = classes_[device];
@@ -358,10 +369,11 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
 
   // The fast path: no service lock, only the store's own short one.
   {
-    auto hit = store_->LookupByClass(cls, problem);
+    auto hit = answers_.LookupByClass(cls, problem);
     if (!hit.ok()) return fail(hit.status());
     if (hit->has_value()) return from_cache(std::move(**hit));
   }
+  if (Status s = CheckProblem(problem, device); !s.ok()) return fail(std::move(s));
   if (request.answer_now && !request.cache_only) {
     StatusOr<ConfigAnswer> answer = AnswerNow(device, problem);
     if (answer.ok()) count(answer->source == AnswerSource::kCache);
@@ -374,6 +386,10 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
                                  " on device " + std::to_string(device) + " (policy CACHE_ONLY)"));
   }
 
+  // About to wait for a tune (or to find it just finished).
+  if (admit) {
+    if (Status s = admit(); !s.ok()) return fail(std::move(s));
+  }
   std::shared_ptr<Waiter> waiter;
   std::optional<StatusOr<std::optional<TuneResult>>> second_lookup;
   {
@@ -389,7 +405,7 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
       } else {
         // A tune of this problem may have finished between the lookup above and now: it saves
         // before it leaves inflight_, so a second lookup under mu_ cannot miss a finished tune.
-        second_lookup = store_->LookupByClass(cls, problem);
+        second_lookup = answers_.LookupByClass(cls, problem);
         if (second_lookup->ok() && !(*second_lookup)->has_value()) {
           if (Status full = CheckQueueLocked(device); !full.ok()) {
             second_lookup = full;
@@ -459,7 +475,7 @@ StatusOr<ConfigAnswer> TransposeService::AnswerNow(int device, const Problem& pr
   const std::string key = fp + "|" + problem.Key();
   if (inflight_.find(key) == inflight_.end()) {
     // As in GetConfig: a tune may have finished since the first lookup.
-    TR_ASSIGN_OR_RETURN(auto hit, store_->LookupByClass(cls, problem));
+    TR_ASSIGN_OR_RETURN(auto hit, answers_.LookupByClass(cls, problem));
     if (hit.has_value()) {
       ConfigAnswer cached;
       cached.measured_on = std::move(hit->device);

@@ -4,7 +4,12 @@
 // runs that device's tunes one at a time, so measurements never overlap. GetConfig answers from
 // the Store when it can; on a miss it tunes, and concurrent requests for the same (device
 // fingerprint, problem key) share one tuning run ("single flight"). Lookups never wait behind a
-// tune: the service lock is never held while tuning, and the store has its own short lock.
+// tune: a hit, a CACHE_ONLY miss and an ANSWER_NOW answer are served in the daemon's process,
+// from the store through its in-memory read-through cache (answer_cache.h) and with a problem's
+// candidates computed here (Backend::Candidates never asks a worker process, whose requests
+// queue behind its measurements); the service lock is never held while tuning, and the store has
+// its own short lock. A hit checks the problem's shape only: its stored winner shows that a
+// configuration runs it.
 // Tune forces a fresh tune and reports every candidate result as it completes.
 //
 // Asynchronous: StartGetConfig / StartTune never block on a tune. They answer through a callback,
@@ -35,6 +40,7 @@
 #include "core/problem.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "server/answer_cache.h"
 #include "server/store.h"
 #include "tuner/backend.h"
 #include "tuner/tuner.h"
@@ -169,6 +175,10 @@ struct ServiceCounters {
 using TuneProgressFn = std::function<void(const CandidateResult&, int, int)>;
 // The answer to one request, called exactly once unless the request detached first.
 using AnswerFn = std::function<void(StatusOr<ConfigAnswer>)>;
+// Whether a request may wait for a tune (the gRPC layer's per-client cap on waiting calls,
+// server/call_limiter.h): OK, or the status it is refused with. Asked only of a request about to
+// join or queue a tune, never of a hit, a CACHE_ONLY miss or an ANSWER_NOW answer.
+using AdmitFn = std::function<Status()>;
 
 class TransposeService {
  public:
@@ -192,7 +202,8 @@ class TransposeService {
   // tune, null when `done` was already called. `progress` (may be empty) sees the candidate
   // results of the tune the request waits for (started or joined), from then on.
   std::shared_ptr<Waiter> StartGetConfig(const ConfigRequest& request, AnswerFn done,
-                                         TuneProgressFn progress = nullptr);
+                                         TuneProgressFn progress = nullptr,
+                                         const AdmitFn& admit = nullptr);
 
   // What StartGetConfig / StartTune would refuse a problem for before anything starts: NOT_FOUND
   // "problem.device: ..." for an unknown device, INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming
@@ -261,8 +272,10 @@ class TransposeService {
 
   // GetConfig's ANSWER_NOW miss: queues the tune (unless one is in flight), answers at once.
   StatusOr<ConfigAnswer> AnswerNow(int device, const Problem& problem) EXCLUDES(mu_);
-  // Validation common to GetConfig and Tune: device, problem, candidates (errors name
-  // `field`.<member>).
+  // Validation common to GetConfig and Tune: the problem's shape for the device (errors name
+  // `field`.<member>), then whether any candidate runs it.
+  Status CheckShape(const Problem& problem, int device,
+                    const std::string& field = "problem") const;
   Status CheckProblem(const Problem& problem, int device,
                       const std::string& field = "problem") const;
   // RESOURCE_EXHAUSTED with a retry hint when the device's queue is full.
@@ -283,6 +296,7 @@ class TransposeService {
   std::vector<std::string> fingerprints_;
   std::vector<std::string> classes_;  // ClassOf(devices_[i]).key
   Store* const store_;
+  AnswerCache answers_{store_};  // the store's class lookups, read through (answer_cache.h)
   const ServiceOptions options_;
 
   std::atomic<bool> shutdown_{false};

@@ -1185,4 +1185,26 @@ StatusOr<std::vector<DeviceInfo>> Store::Devices() {
   });
 }
 
+static StatusOr<int64_t> DataVersion(sqlite3* db) {
+  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, "PRAGMA data_version"));
+  TR_ASSIGN_OR_RETURN(bool row, st->Step());
+  if (!row) return Status::Internal("store: PRAGMA data_version answered no row");
+  return st->Int(0);
+}
+
+StatusOr<StoreVersion> Store::Version() {
+  {
+    // A separate read connection sees every commit, ours (on db_) included, in data_version.
+    MutexLock lock(&read_mu_);
+    if (rdb_ != nullptr) {
+      TR_ASSIGN_OR_RETURN(int64_t v, DataVersion(rdb_));
+      return StoreVersion{v, 0};
+    }
+  }
+  // One connection: data_version counts other processes' commits, total_changes our own.
+  MutexLock lock(&mu_);
+  TR_ASSIGN_OR_RETURN(int64_t v, DataVersion(db_));
+  return StoreVersion{v, sqlite3_total_changes64(db_)};
+}
+
 }  // namespace transposed

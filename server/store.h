@@ -48,6 +48,18 @@ struct EntryCursor {
   int64_t id = 0;
 };
 
+// What a store's reads see, as a value that changes whenever that may have changed
+// (Store::Version); equal values mean the same content.
+struct StoreVersion {
+  int64_t data_version = 0;  // SQLite's PRAGMA data_version of the connection reads use
+  int64_t own_changes = 0;   // rows this store wrote on that same connection (none with two)
+
+  bool operator==(const StoreVersion& o) const {
+    return data_version == o.data_version && own_changes == o.own_changes;
+  }
+  bool operator!=(const StoreVersion& o) const { return !(*this == o); }
+};
+
 class Store {
  public:
   static constexpr int kSchemaVersion = 3;
@@ -87,6 +99,12 @@ class Store {
   StatusOr<int64_t> Delete(const StoreFilter& filter);
   // All device identities ever recorded.
   StatusOr<std::vector<DeviceInfo>> Devices();
+
+  // Changes whenever what reads see may have changed: a commit by any connection, this store's
+  // or another process's (so a cache of lookups, server/answer_cache.h, knows when to forget).
+  // Reads no table: one PRAGMA on the read connection. A connection replaced must not repeat a
+  // version the old one gave.
+  StatusOr<StoreVersion> Version();
 
   // Empty when writable; else why the store is read-only.
   const std::string& read_only() const { return read_only_reason_; }

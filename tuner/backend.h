@@ -46,6 +46,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual const DeviceInfo& device() const = 0;
   // Candidates valid for the problem, in a deterministic order. Never empty for a valid problem.
+  // Computed in the calling process and never waits for a measurement in progress: the daemon
+  // calls it on request threads (an ANSWER_NOW answer, a miss's check) while its device tunes.
   virtual std::vector<Candidate> Candidates(const Problem& p) const = 0;
   // Allocates and fills buffers for `p`. RESOURCE_EXHAUSTED when it does not fit.
   virtual StatusOr<std::unique_ptr<Session>> Open(const Problem& p) = 0;

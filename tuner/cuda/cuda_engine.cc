@@ -1,6 +1,9 @@
 #include "tuner/cuda/cuda_engine.h"
 
+#include <string>
 #include <utility>
+
+#include "core/version.h"
 
 #include "transposed/kernels/config.h"
 #include "transposed/kernels/launch.h"
@@ -17,16 +20,21 @@ class CudaEngine : public worker::Engine {
 
   StatusOr<DeviceInfo> Describe() override { return gpu_->Describe(); }
 
-  StatusOr<std::vector<Candidate>> Candidates(const Problem& p) override {
-    TR_RETURN_IF_ERROR(ValidateProblem(p));
-    std::vector<Candidate> out;
-    // The vendor members (cublas.geam, cutensor.permute) canonicalize NaN payloads
-    // (kernels/config.h): offered for value-exact problems only, checked value-exact there
-    // (GpuWorker::Check), and only where their library loads in this worker.
-    for (const auto& c : kernels::AvailableCandidateConfigs(p))
-      out.push_back({c.Name(), c.Params()});
-    if (test_faults_) out.push_back({kFaultCandidateName, {}});
-    return out;
+  // The kernels/ family of this build. The vendor members (cublas.geam, cutensor.permute)
+  // canonicalize NaN payloads (kernels/config.h): offered for value-exact problems only, checked
+  // value-exact there (GpuWorker::Check), and only where their library loads in this worker
+  // (kernels::VendorAvailable; the first ask loads it).
+  worker::CandidateFamily Family() override {
+    worker::CandidateFamily f;
+    f.kernels_library_version = kLibraryVersion;
+    for (kernels::Algorithm a : {kernels::Algorithm::kCublasGeam,
+                                 kernels::Algorithm::kCutensorPermute}) {
+      kernels::TransposeConfig c;
+      c.algorithm = a;
+      if (kernels::VendorAvailable(c)) f.vendor_available.emplace_back(kernels::AlgorithmName(a));
+    }
+    if (test_faults_) f.fixed.push_back({kFaultCandidateName, {}});
+    return f;
   }
 
   Status Open(const Problem& p) override { return gpu_->Open(p); }

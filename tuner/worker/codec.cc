@@ -62,4 +62,22 @@ Status ErrorStatus(const pb::Error& e) {
   return Status(code, e.message());
 }
 
+void ToProto(const CandidateFamily& in, pb::CandidateFamily* out) {
+  out->set_kernels_library_version(in.kernels_library_version);
+  for (const std::string& v : in.vendor_available) out->add_vendor_available(v);
+  for (const Candidate& c : in.fixed) *out->add_fixed() = VariantToProto(c, "");
+}
+
+StatusOr<CandidateFamily> FromProto(const std::string& field, const pb::CandidateFamily& in) {
+  CandidateFamily f;
+  f.kernels_library_version = in.kernels_library_version();
+  f.vendor_available.assign(in.vendor_available().begin(), in.vendor_available().end());
+  for (int i = 0; i < in.fixed_size(); ++i) {
+    TR_ASSIGN_OR_RETURN(Candidate c, VariantFromProto(field + ".fixed[" + std::to_string(i) + "]",
+                                                      in.fixed(i)));
+    f.fixed.push_back(std::move(c));
+  }
+  return f;
+}
+
 }  // namespace transposed::worker

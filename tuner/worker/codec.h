@@ -8,6 +8,7 @@
 #include "core/measurement.h"
 #include "core/status.h"
 #include "core/time_breakdown.h"
+#include "tuner/worker/family.h"
 #include "proto/domain_proto.h"   // DeviceToProto/FromProto, Variant..., Measurement...
 #include "proto/problem_proto.h"  // ProblemToProto, ProblemFromProto
 #include "tuner/worker/worker.pb.h"
@@ -22,6 +23,10 @@ StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in);
 // Appends every phase of `in` to out->phases().
 void ToProto(const TimeBreakdown& in, pb::Response* out);
 TimeBreakdown PhasesFromProto(const pb::Response& in);
+
+void ToProto(const CandidateFamily& in, pb::CandidateFamily* out);
+// INVALID_ARGUMENT "<field>.fixed[2]...: ..." for a fixed member that is not a valid variant.
+StatusOr<CandidateFamily> FromProto(const std::string& field, const pb::CandidateFamily& in);
 
 // An error response carrying `s` (not OK); fatal: the engine is broken and the worker exits.
 pb::Response ErrorResponse(const Status& s, bool fatal = false);

@@ -1,7 +1,9 @@
 // Engine: what a measuring worker process does on its one device, behind a plain C++ face.
 //
 // The worker's serve loop (serve.h) feeds an Engine the requests of the worker protocol
-// (worker.proto). CudaEngine (tuner/cuda/) owns a CUDA context; FakeEngine (fake_engine.h) fakes
+// (worker.proto). The candidates of a problem are not the engine's to list one by one: it
+// describes its family (family.h) and FamilyCandidates computes them, in the worker and in the
+// daemon alike. CudaEngine (tuner/cuda/) owns a CUDA context; FakeEngine (fake_engine.h) fakes
 // a device for tests without a GPU. An Engine holds at most one open problem: Open replaces it.
 // After an unrecoverable error (a sticky CUDA error) broken() turns true; the serve loop then
 // answers with a fatal error and the process exits.
@@ -17,6 +19,7 @@
 #include "core/status.h"
 #include "core/time_breakdown.h"
 #include "core/tune_result.h"
+#include "tuner/worker/family.h"
 
 namespace transposed::worker {
 
@@ -24,8 +27,10 @@ class Engine {
  public:
   virtual ~Engine() = default;
   virtual StatusOr<DeviceInfo> Describe() = 0;
-  // Candidates valid for `p`, in a deterministic order.
-  virtual StatusOr<std::vector<Candidate>> Candidates(const Problem& p) = 0;
+  // The candidates it offers (family.h), described once: the daemon gets this with the device in
+  // the describe answer and lists a problem's candidates itself (FamilyCandidates), as the serve
+  // loop does for a candidates request.
+  virtual CandidateFamily Family() = 0;
   // Allocates and fills buffers for `p`, replacing any open problem. RESOURCE_EXHAUSTED when it
   // does not fit.
   virtual Status Open(const Problem& p) = 0;

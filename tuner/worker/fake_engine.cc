@@ -1,6 +1,8 @@
 #include "tuner/worker/fake_engine.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "core/hash.h"
 
@@ -18,14 +20,12 @@ StatusOr<DeviceInfo> FakeEngine::Describe() {
   return d;
 }
 
-StatusOr<std::vector<Candidate>> FakeEngine::Candidates(const Problem& p) {
-  TR_RETURN_IF_ERROR(ValidateProblem(p));
-  std::vector<Candidate> out;
-  for (int i = 0; i < o_.candidates; ++i) out.push_back({"fake.c" + std::to_string(i), {{"c", i}}});
-  if (o_.with_fault) out.push_back({kFakeFaultCandidate, {}});
-  if (p.Normalized().exactness == Exactness::kValue)
-    out.push_back({kFakeValueExactCandidate, {{"canonicalizes_nan", 1}}});
-  return out;
+CandidateFamily FakeEngine::Family() {
+  CandidateFamily f;
+  for (int i = 0; i < o_.candidates; ++i) f.fixed.push_back({"fake.c" + std::to_string(i), {{"c", i}}});
+  if (o_.with_fault) f.fixed.push_back({kFakeFaultCandidate, {}});
+  f.fixed.push_back({kFakeValueExactCandidate, {{"canonicalizes_nan", 1}}});
+  return f;
 }
 
 Status FakeEngine::Open(const Problem& p) {
@@ -75,12 +75,19 @@ Measurement FakeEngine::Measured(const std::string& name) const {
 
 Status FakeEngine::Check(const Candidate& c) { return Run(c.name); }
 
+void FakeEngine::Delay() const {
+  if (o_.measure_delay_s > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(o_.measure_delay_s));
+}
+
 StatusOr<Measurement> FakeEngine::Measure(const Candidate& c, const MeasureOptions&) {
+  Delay();
   TR_RETURN_IF_ERROR(Run(c.name));
   return Measured(c.name);
 }
 
 StatusOr<Measurement> FakeEngine::MeasureCeiling(const MeasureOptions&) {
+  Delay();
   TR_RETURN_IF_ERROR(Run("copy"));
   return Measured("copy");
 }

@@ -1,14 +1,15 @@
 // FakeEngine: a stand-in device for tests without a GPU, served by the real worker loop
 // (serve.h) in the test-only executable transposed-fake-worker (fake_worker_main.cc).
 //
-// Describe returns a made-up device; Candidates a fixed list of `candidates` names
-// ("fake.c0", "fake.c1", ...), plus kFakeFaultCandidate when `with_fault`, plus, for a problem
-// that asks for value-exact answers where its dtype tells them apart (f32/f64), the stand-in for
-// a member that canonicalizes NaNs (kFakeValueExactCandidate, the fastest of all; its Check
-// fails on a bit-exact problem, as the CUDA engine's does); Open/Check/Close
-// succeed; Measure returns timings derived from the candidate's name and the open problem
-// (SecondsFor), so tests can see which problem a session had open. It fails like a real device
-// does:
+// Describe returns a made-up device; its family (family.h) is a fixed list: `candidates` names
+// ("fake.c0", "fake.c1", ...), plus kFakeFaultCandidate when `with_fault`, plus the stand-in for
+// a member that canonicalizes NaNs (kFakeValueExactCandidate, param canonicalizes_nan = 1, so
+// offered only to a problem that asks for value-exact answers where its dtype tells them apart,
+// f32/f64; the fastest of all; its Check fails on a bit-exact problem, as the CUDA engine's
+// does); Open/Check/Close succeed; Measure returns timings derived from the candidate's name and
+// the open problem (SecondsFor), so tests can see which problem a session had open, after
+// `measure_delay_s` (a slow device: tests of what must not wait behind a measurement). It fails
+// like a real device does:
 //   kFakeFaultCandidate       breaks the engine (broken() = true): a fatal answer, then exit
 //   options.crash_on          aborts the process (SIGABRT) without answering
 //
@@ -30,13 +31,14 @@ struct FakeEngineOptions {
   int candidates = 4;
   bool with_fault = false;
   std::string crash_on;  // candidate name that aborts the process; empty: none
+  double measure_delay_s = 0;  // each Measure and MeasureCeiling sleeps this long first
 };
 
 class FakeEngine : public Engine {
  public:
   explicit FakeEngine(FakeEngineOptions options) : o_(std::move(options)) {}
   StatusOr<DeviceInfo> Describe() override;
-  StatusOr<std::vector<Candidate>> Candidates(const Problem& p) override;
+  CandidateFamily Family() override;
   Status Open(const Problem& p) override;
   Status Close() override;
   Status Check(const Candidate& c) override;
@@ -50,6 +52,7 @@ class FakeEngine : public Engine {
   // Fails the way `name` is set up to fail (fault, crash, no open problem).
   Status Run(const std::string& name);
   Measurement Measured(const std::string& name) const;
+  void Delay() const;  // sleeps measure_delay_s
 
  public:
   // The median the fake reports for `name` ("copy": the ceiling) on problem `p`: deterministic,

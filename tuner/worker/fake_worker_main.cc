@@ -3,8 +3,10 @@
 //
 //   transposed-fake-worker --list [--devices N]     prints N (default 1)
 //   transposed-fake-worker --device I [--backend NAME] [--candidates N] [--with-fault]
-//                          [--crash-on NAME] [--stderr-line TEXT]
+//                          [--crash-on NAME] [--stderr-line TEXT] [--measure-delay SECONDS]
 // --stderr-line writes TEXT to stderr at start (tests that the daemon logs worker stderr).
+// --measure-delay makes every measurement take that long (tests that lookups never wait behind
+// a tune).
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +25,8 @@ int main(int argc, char** argv) {
   auto usage = [] {
     std::fprintf(stderr,
                  "usage: transposed-fake-worker --list [--devices N] | --device I [--backend NAME]"
-                 " [--candidates N] [--with-fault] [--crash-on NAME] [--stderr-line TEXT]\n");
+                 " [--candidates N] [--with-fault] [--crash-on NAME] [--stderr-line TEXT]"
+                 " [--measure-delay SECONDS]\n");
     return kExitUsage;
   };
   for (int i = 1; i < argc; ++i) {
@@ -43,6 +46,8 @@ int main(int argc, char** argv) {
       o.candidates = std::atoi(argv[++i]);
     } else if (a == "--crash-on" && has_value) {
       o.crash_on = argv[++i];
+    } else if (a == "--measure-delay" && has_value) {
+      o.measure_delay_s = std::atof(argv[++i]);
     } else if (a == "--stderr-line" && has_value) {
       stderr_line = argv[++i];
     } else {

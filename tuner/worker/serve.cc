@@ -48,15 +48,16 @@ pb::Response Dispatch(Engine* e, const Status& init_error, const pb::Request& re
       auto d = e->Describe();
       if (!d.ok()) return ErrorResponse(d.status());
       *r.mutable_describe()->mutable_device() = DeviceToProto(*d);
+      ToProto(e->Family(), r.mutable_describe()->mutable_family());
       return r;
     }
     case pb::Request::kCandidates: {
       auto p = ProblemFromProto(req.candidates().problem());
       if (!p.ok()) return ErrorResponse(p.status());
-      auto cands = e->Candidates(*p);
-      if (!cands.ok()) return ErrorResponse(cands.status());
+      if (Status valid = ValidateProblem(*p); !valid.ok()) return ErrorResponse(valid);
       auto* out = r.mutable_candidates();
-      for (const Candidate& c : *cands) *out->add_candidates() = VariantToProto(c, "");
+      for (const Candidate& c : FamilyCandidates(e->Family(), *p))
+        *out->add_candidates() = VariantToProto(c, "");
       return r;
     }
     case pb::Request::kOpen: {

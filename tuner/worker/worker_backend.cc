@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <utility>
+
+#include "core/version.h"
 
 #include "core/mutex.h"
 
@@ -58,11 +61,19 @@ class DeviceWorker {
     return ++next_session_;
   }
 
-  // Opens `p` in the worker for session `id` (starting the worker if needed).
+  // Opens `p` in the worker for session `id` (starting the worker if needed). Safe to repeat:
+  // a worker that dies on it (or died, unnoticed, while idle: it is often the first request a
+  // tune sends) is restarted and asked once more.
   Status Open(uint64_t id, const Problem& p, TimeBreakdown* phases) {
     MutexLock lock(&mu_);
-    TR_RETURN_IF_ERROR(EnsureStarted());
-    return OpenLocked(id, p, phases);
+    Status s;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      TR_RETURN_IF_ERROR(EnsureStarted());
+      s = OpenLocked(id, p, phases);
+      if (s.ok() || process_.running()) return s;  // answered: done, or the engine's error
+      spdlog::warn("worker device {}: {}", index_, s.message());
+    }
+    return s;
   }
 
   void Close(uint64_t id) {
@@ -196,8 +207,9 @@ class WorkerSession : public Session {
 
 class WorkerBackend : public Backend {
  public:
-  WorkerBackend(std::shared_ptr<DeviceWorker> worker, DeviceInfo device)
-      : worker_(std::move(worker)), device_(std::move(device)) {
+  WorkerBackend(std::shared_ptr<DeviceWorker> worker, DeviceInfo device, CandidateFamily family)
+      : worker_(std::move(worker)), device_(std::move(device)), family_(std::move(family)),
+        here_(CandidatesHere(family_)) {
     // Sessions share the worker but never outlive their backend (tuner/backend.h).
     worker_->set_on_restart([this] { CountWorkerRestart(); });
   }
@@ -205,9 +217,42 @@ class WorkerBackend : public Backend {
 
   const DeviceInfo& device() const override { return device_; }
 
-  // Asks the worker (it owns the candidate family); empty, with a log line, when it cannot
-  // answer, which the tuner reports as "no valid candidate".
+  // From the family the worker described at start, computed here: no request to the worker,
+  // which may be busy measuring. A worker built at another kernel library version is asked,
+  // once per problem (the answers are kept, up to kMaxAskedProblems); empty, with a log line,
+  // when it cannot answer, which the tuner reports as "no valid candidate".
   std::vector<Candidate> Candidates(const Problem& p) const override {
+    if (here_) return FamilyCandidates(family_, p);
+    const std::string key = p.Key();
+    {
+      MutexLock lock(&asked_mu_);
+      if (auto it = asked_.find(key); it != asked_.end()) return it->second;
+    }
+    std::vector<Candidate> out = Ask(p);
+    if (!out.empty()) {
+      MutexLock lock(&asked_mu_);
+      if (asked_.size() >= kMaxAskedProblems) asked_.clear();
+      asked_.emplace(key, out);
+    }
+    return out;
+  }
+
+  StatusOr<std::unique_ptr<Session>> Open(const Problem& p) override {
+    TR_RETURN_IF_ERROR(ValidateProblem(p, device_.memory_bytes));
+    const uint64_t id = worker_->NewSessionId();
+    TimeBreakdown phases;
+    TR_RETURN_IF_ERROR(worker_->Open(id, p, &phases));
+    return std::unique_ptr<Session>(
+        std::make_unique<WorkerSession>(worker_, id, p, std::move(phases)));
+  }
+
+  pid_t worker_pid() const { return worker_->pid(); }
+
+ private:
+  static constexpr size_t kMaxAskedProblems = 4096;
+
+  // The worker's candidates of `p` (a round trip, queued behind any running measurement).
+  std::vector<Candidate> Ask(const Problem& p) const {
     pb::Request req;
     *req.mutable_candidates()->mutable_problem() = ProblemToProto(p);
     auto r = worker_->Call(req);
@@ -230,20 +275,12 @@ class WorkerBackend : public Backend {
     return out;
   }
 
-  StatusOr<std::unique_ptr<Session>> Open(const Problem& p) override {
-    TR_RETURN_IF_ERROR(ValidateProblem(p, device_.memory_bytes));
-    const uint64_t id = worker_->NewSessionId();
-    TimeBreakdown phases;
-    TR_RETURN_IF_ERROR(worker_->Open(id, p, &phases));
-    return std::unique_ptr<Session>(
-        std::make_unique<WorkerSession>(worker_, id, p, std::move(phases)));
-  }
-
-  pid_t worker_pid() const { return worker_->pid(); }
-
- private:
   std::shared_ptr<DeviceWorker> worker_;
   const DeviceInfo device_;
+  const CandidateFamily family_;
+  const bool here_;  // CandidatesHere(family_)
+  mutable Mutex asked_mu_;
+  mutable std::unordered_map<std::string, std::vector<Candidate>> asked_ GUARDED_BY(asked_mu_);
 };
 
 }  // namespace
@@ -286,11 +323,21 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeWorkerBackends(
                                                    options.path + ": " +
                                                    described.status().message());
     }
+    auto family = FromProto("family", r->describe().family());
+    if (!family.ok()) {
+      return Status(family.status().code(), "device " + std::to_string(i) + " of " +
+                                                options.path + ": " + family.status().message());
+    }
     DeviceInfo info = std::move(*described);
     info.index = i;
     spdlog::info("{} device {}: {} {} (worker {})", info.backend, i, info.name, info.uuid,
                  options.path);
-    backends.push_back(std::make_unique<WorkerBackend>(worker, std::move(info)));
+    if (!CandidatesHere(*family)) {
+      spdlog::warn("worker {} device {}: built at kernel library {}, this daemon at {}: its "
+                   "candidates are asked from the worker, once per problem",
+                   options.path, i, family->kernels_library_version, kLibraryVersion);
+    }
+    backends.push_back(std::make_unique<WorkerBackend>(worker, std::move(info), std::move(*family)));
   }
   return backends;
 }

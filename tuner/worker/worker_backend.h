@@ -2,8 +2,10 @@
 //
 // The daemon never touches a device context itself: each device gets a child process (any
 // executable that serves worker.proto through serve.h: transposed-worker for CUDA, the test-only
-// transposed-fake-worker) that owns the context, buffers and timers. The backend forwards
-// Candidates/Open/Check/Measure to it; when a request kills the worker (a faulting kernel, a
+// transposed-fake-worker) that owns the context, buffers and timers. The worker describes its
+// device and its candidate family (family.h) once at start; the backend lists a problem's
+// candidates itself from that family, so that listing never waits behind a measurement the
+// worker is running. It forwards Open/Check/Measure to the worker; when a request kills the worker (a faulting kernel, a
 // crash, a hang past the timeout), the backend restarts it, re-opens the session's problem,
 // reports that request as failed (ABORTED, "worker died ...") and goes on. A worker found dead
 // between requests is restarted before the next one. Every restart is counted by

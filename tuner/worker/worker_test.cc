@@ -452,10 +452,49 @@ TEST_F(FakeWorkerTest, CandidatesComeFromTheEngine) {
   Problem i32_value = value;
   i32_value.dtype = DType::kI32;
   EXPECT_EQ(plain->Candidates(i32_value).size(), cands.size());
-  // A bad problem: the engine's error is logged and no candidate is offered.
+  // A bad problem: no candidate is offered.
   Problem bad = P();
   bad.rows = 0;
   EXPECT_TRUE(plain->Candidates(bad).empty());
+}
+
+// The daemon side lists candidates from the family the worker described at start: the same list
+// the worker computes (asked here through the protocol's candidates request), and without a
+// request to the worker, so a worker busy measuring (here: stopped) never delays the listing.
+TEST_F(FakeWorkerTest, CandidatesAreListedInTheDaemonWithoutAskingTheWorker) {
+  auto backend = Make({"--with-fault", "--candidates", "6"});
+  ASSERT_NE(backend, nullptr);
+  FakeEngineOptions fo;
+  fo.with_fault = true;
+  fo.candidates = 6;
+  FakeEngine engine(fo);
+  Problem value = P();
+  value.exactness = Exactness::kValue;
+  Problem i64 = P();
+  i64.dtype = DType::kI64;
+  i64.exactness = Exactness::kValue;
+  for (const Problem& p : {P(), value, i64}) {
+    pb::Request req;
+    *req.mutable_candidates()->mutable_problem() = ProblemToProto(p);
+    const pb::Response r = Dispatch(&engine, Status::OK(), req);
+    ASSERT_TRUE(r.has_candidates()) << p.ToString();
+    std::vector<std::string> worker_names, daemon_names;
+    for (const auto& v : r.candidates().candidates()) worker_names.push_back(v.name());
+    for (const Candidate& c : backend->Candidates(p)) daemon_names.push_back(c.name);
+    EXPECT_EQ(daemon_names, worker_names) << p.ToString();
+  }
+  const pid_t pid = WorkerPid(*backend);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const size_t listed = backend->Candidates(value).size();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  kill(pid, SIGCONT);
+  EXPECT_EQ(listed, 6u + 1 + 1);  // c0..c5, the fault, the value-exact stand-in
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_EQ(backend->worker_restarts(), 0);
+  EXPECT_EQ(WorkerPid(*backend), pid);
 }
 
 TEST_F(FakeWorkerTest, WorkerStderrGoesToTheLog) {
@@ -549,9 +588,14 @@ TEST_F(FakeWorkerTest, KilledWorkerIsRestartedByTheNextRequestAndCounted) {
   const pid_t first = WorkerPid(*backend);  // started by MakeWorkerBackends (describe)
   ASSERT_GT(first, 0);
   EXPECT_EQ(backend->worker_restarts(), 0);
-  // Killed while idle: the next request (candidates, safe to repeat) restarts it and succeeds.
+  // Killed while idle: listing candidates needs no worker (nothing restarts); the next request
+  // to it (opening a session) restarts it and succeeds.
   ASSERT_EQ(kill(first, SIGKILL), 0);
-  ASSERT_EQ(backend->Candidates(P()).size(), 4u);
+  auto cands = backend->Candidates(P());
+  ASSERT_EQ(cands.size(), 4u);
+  EXPECT_EQ(backend->worker_restarts(), 0);
+  auto session = backend->Open(P());
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
   EXPECT_EQ(backend->worker_restarts(), 1);
   const pid_t second = WorkerPid(*backend);
   EXPECT_GT(second, 0);
@@ -560,9 +604,6 @@ TEST_F(FakeWorkerTest, KilledWorkerIsRestartedByTheNextRequestAndCounted) {
   // Killed with a session open: the next session request either finds it dead before sending
   // (restarts it, re-opens the problem, succeeds) or sees it die (ABORTED, restarted); either
   // way the request after that runs on a new worker with the problem open again.
-  auto cands = backend->Candidates(P());
-  auto session = backend->Open(P());
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
   ASSERT_TRUE((*session)->Measure(cands[0], MeasureOptions{}).ok());
   ASSERT_EQ(kill(second, SIGKILL), 0);
   auto m = (*session)->Measure(cands[1], MeasureOptions{});

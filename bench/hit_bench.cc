@@ -1,0 +1,237 @@
+// hit_bench: what a cache hit costs a client, against the daemon's cheapest call, the standard
+// health check, measured with C++ gRPC clients (docs/benchmark.md "Cache hits").
+//
+// It starts a daemon (--daemon PATH: the `transposed` binary, CPU backend, a fresh database in a
+// temporary directory, through testing::DaemonProcess) or uses a running one (--address), tunes
+// one problem so that it is stored, then for each client count runs, for --seconds each:
+//   health  grpc.health.v1.Health/Check (testing/health_check.h)
+//   hit     GetConfig of the stored problem (CACHE_ONLY: a miss would be an error)
+// with that many client threads, each with its own channel (its own connection, as separate
+// processes would have) calling back to back. Each (clients, call) pair runs --repeat times,
+// the calls interleaved, and the run of median throughput is reported: calls per second, p50 and
+// p99 latency, and the hit's p50 over the health check's.
+//
+//   hit_bench --daemon build/bin/transposed [--clients 1,8,64] [--seconds 3] [--repeat 3]
+//             [--problem 256x256] [--dtype f32] [--daemon-arg ARG ...]
+//   hit_bench --address 127.0.0.1:50051 ...
+// Exit 1 when a call fails.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/daemon_process.h"
+#include "testing/health_check.h"
+#include "transposed/v1/transposed.grpc.pb.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace v1 = transposed::v1;
+
+struct Options {
+  std::string address;
+  std::string daemon;
+  std::vector<std::string> daemon_args;
+  std::vector<int> clients = {1, 8, 64};
+  double seconds = 3;
+  int repeat = 3;
+  int64_t rows = 256;
+  int64_t cols = 256;
+  std::string dtype = "f32";
+};
+
+struct Run {
+  double calls_per_s = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+};
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, int client) {
+  grpc::ChannelArguments args;
+  // A connection of its own, as a separate client process would have.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt("transposed.bench.client", client);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+v1::GetConfigRequest HitRequest(const Options& o, v1::CachePolicy policy) {
+  v1::GetConfigRequest req;
+  req.mutable_problem()->set_rows(o.rows);
+  req.mutable_problem()->set_cols(o.cols);
+  req.mutable_problem()->set_dtype(o.dtype);
+  req.set_policy(policy);
+  return req;
+}
+
+// `clients` threads calling `kind` ("hit" or "health") back to back for o.seconds.
+Run Measure(const Options& o, const std::string& address, int clients, const std::string& kind) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < clients; ++i) {
+    channels.push_back(NewChannel(address, i));
+    channels.back()->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  }
+  const v1::GetConfigRequest hit = HitRequest(o, v1::CACHE_ONLY);
+  std::vector<std::vector<double>> latencies(clients);
+  std::atomic<bool> failed{false};
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  Clock::time_point end;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      auto stub = v1::Transposer::NewStub(channels[i]);
+      std::vector<double>& lat = latencies[i];
+      lat.reserve(1 << 16);
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      while (Clock::now() < end && !failed.load()) {
+        const auto start = Clock::now();
+        grpc::Status s;
+        if (kind == "hit") {
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          v1::Answer a;
+          s = stub->GetConfig(&ctx, hit, &a);
+          if (s.ok() && a.source() != v1::SOURCE_CACHE)
+            s = grpc::Status(grpc::StatusCode::INTERNAL, "not a cache hit");
+        } else {
+          std::string served;
+          s = transposed::testing::HealthCheck(channels[i], "", &served);
+        }
+        if (!s.ok()) {
+          std::fprintf(stderr, "hit_bench: %s: %s\n", kind.c_str(), s.error_message().c_str());
+          failed.store(true);
+          break;
+        }
+        lat.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      }
+    });
+  }
+  while (ready.load() < clients) std::this_thread::yield();
+  const auto start = Clock::now();
+  end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
+  go.store(true);
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  if (failed.load()) std::exit(1);
+  std::vector<double> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  Run r;
+  if (all.empty()) return r;
+  r.calls_per_s = static_cast<double>(all.size()) / wall;
+  r.p50_ms = all[all.size() / 2] * 1e3;
+  r.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)] * 1e3;
+  return r;
+}
+
+Run Median(std::vector<Run> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const Run& a, const Run& b) { return a.calls_per_s < b.calls_per_s; });
+  return runs[runs.size() / 2];
+}
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: hit_bench (--daemon PATH [--daemon-arg ARG]... | --address HOST:PORT)\n"
+               "                 [--clients 1,8,64] [--seconds 3] [--repeat 3] "
+               "[--problem ROWSxCOLS] [--dtype f32]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return Usage();
+    const std::string v = argv[++i];
+    if (a == "--address") {
+      o.address = v;
+    } else if (a == "--daemon") {
+      o.daemon = v;
+    } else if (a == "--daemon-arg") {
+      o.daemon_args.push_back(v);
+    } else if (a == "--clients") {
+      o.clients.clear();
+      for (size_t p = 0; p <= v.size();) {
+        const size_t comma = std::min(v.find(',', p), v.size());
+        o.clients.push_back(std::atoi(v.substr(p, comma - p).c_str()));
+        p = comma + 1;
+      }
+    } else if (a == "--seconds") {
+      o.seconds = std::atof(v.c_str());
+    } else if (a == "--repeat") {
+      o.repeat = std::max(1, std::atoi(v.c_str()));
+    } else if (a == "--problem") {
+      if (std::sscanf(v.c_str(), "%ldx%ld", &o.rows, &o.cols) != 2) return Usage();
+    } else if (a == "--dtype") {
+      o.dtype = v;
+    } else {
+      return Usage();
+    }
+  }
+  if (o.address.empty() == o.daemon.empty()) return Usage();
+  for (int c : o.clients)
+    if (c < 1) return Usage();
+
+  std::unique_ptr<transposed::testing::DaemonProcess> daemon;
+  std::string address = o.address;
+  if (!o.daemon.empty()) {
+    transposed::testing::DaemonOptions d;
+    d.binary = o.daemon;
+    d.backend = "cpu";
+    d.tune_budget_seconds = 2;
+    d.extra_args = o.daemon_args;
+    daemon = std::make_unique<transposed::testing::DaemonProcess>(d);
+    const transposed::Status s = daemon->Start();
+    if (!s.ok()) {
+      std::fprintf(stderr, "hit_bench: starting the daemon: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    address = daemon->address();
+  }
+  {
+    auto stub = v1::Transposer::NewStub(NewChannel(address, -1));
+    grpc::ClientContext ctx;
+    v1::Answer a;
+    const grpc::Status s = stub->GetConfig(&ctx, HitRequest(o, v1::TUNE_IF_MISSING), &a);
+    if (!s.ok()) {
+      std::fprintf(stderr, "hit_bench: tuning the problem: %s\n", s.error_message().c_str());
+      return 1;
+    }
+    std::printf("problem %ldx%ld %s: %s (%s)\n", o.rows, o.cols, o.dtype.c_str(),
+                a.variant().name().c_str(), a.source() == v1::SOURCE_TUNED ? "tuned" : "cached");
+  }
+  std::printf("%u hardware threads; %.1f s per run, median of %d runs (interleaved)\n\n",
+              std::thread::hardware_concurrency(), o.seconds, o.repeat);
+  std::printf("| clients | call | calls/s | p50 ms | p99 ms | hit p50 / health p50 |\n");
+  std::printf("| ---: | --- | ---: | ---: | ---: | ---: |\n");
+  for (int clients : o.clients) {
+    std::vector<Run> health, hit;
+    for (int r = 0; r < o.repeat; ++r) {
+      health.push_back(Measure(o, address, clients, "health"));
+      hit.push_back(Measure(o, address, clients, "hit"));
+    }
+    const Run h = Median(health), c = Median(hit);
+    std::printf("| %d | health | %.0f | %.3f | %.3f | |\n", clients, h.calls_per_s, h.p50_ms,
+                h.p99_ms);
+    std::printf("| %d | hit | %.0f | %.3f | %.3f | %.2f |\n", clients, c.calls_per_s, c.p50_ms,
+                c.p99_ms, h.p50_ms > 0 ? c.p50_ms / h.p50_ms : 0);
+    std::fflush(stdout);
+  }
+  if (daemon) {
+    const transposed::Status s = daemon->Stop();
+    if (s.ok()) daemon->RemoveDir();
+  }
+  return 0;
+}
