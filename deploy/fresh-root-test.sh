@@ -8,7 +8,8 @@
 #        (the runtime package list from dpkg-shlibdeps), deploy/kubernetes/runtime-stage.sh in the
 #        root (only those packages, the uid 10001 user), then the Containerfile's ENTRYPOINT and
 #        CMD as uid 10001 (the listen address made an ephemeral loopback port) and transposectl
-#        `devices` and `get` from the same root.
+#        `devices` and `get` from the same root; then again without /sys mounted (the cached
+#        answer must still be this device's: the CPU cache sizes come from CPUID then).
 # deb    `cpack -G DEB` in the build directory, `apt-get install ./transposed_*.deb` in a second
 #        copy of the root (apt resolves the runtime Depends from Debian's mirror), the package's
 #        layout checked (binaries in /usr/bin, the unit's ExecStart binary and --config file
@@ -143,6 +144,13 @@ EOF
   start_daemon "$root" 10001 /var/lib/transposed "${cmd[@]}"
   ctl "$root" /opt/transposed/bin/transposectl "cpu" devices
   ctl "$root" /opt/transposed/bin/transposectl "source: +tuned" get --rows 256 --cols 384 --dtype f32
+  ctl "$root" /opt/transposed/bin/transposectl "source: +cache" get --rows 256 --cols 384 --dtype f32
+  kill -TERM "${PIDS[-1]}" && wait "${PIDS[-1]}" || fail "the daemon did not stop cleanly on SIGTERM"
+  # Without /sys (some container runtimes): the CPU's cache sizes come from CPUID, the device
+  # stays the same, so the cached answer is still this device's.
+  umount "$root/sys"
+  step "image: again without /sys"
+  start_daemon "$root" 10001 /var/lib/transposed "${cmd[@]}"
   ctl "$root" /opt/transposed/bin/transposectl "source: +cache" get --rows 256 --cols 384 --dtype f32
   kill -TERM "${PIDS[-1]}" && wait "${PIDS[-1]}" || fail "the daemon did not stop cleanly on SIGTERM"
   step "image: ok ($(du -sxh --exclude=./var/cache/apt "$root" | cut -f1) root, packages: $(tr '\n' ' ' < "$root/opt/transposed/runtime-packages.txt"))"

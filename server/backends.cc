@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "tuner/cpu_backend.h"
+#include "tuner/cpu_cache.h"
 #include "tuner/cuda/cuda_backend.h"
 
 namespace transposed {
@@ -95,8 +96,17 @@ BackendRegistry MakeDaemonBackends() {
                       CpuBackendOptions cpu;
                       cpu.max_threads = o.cpu_threads;
                       cpu.instance_id = o.cpu_instance_id;
+                      auto backend = std::make_unique<CpuBackend>(cpu);
+                      if (backend->cache_source() == "unknown") {
+                        spdlog::warn("cpu: the cache sizes are unknown (no {}, no CPUID cache "
+                                     "leaf, no sysconf): this host's device class differs from "
+                                     "its fleet's, so it shares no answers with it",
+                                     cpu_cache::kSysfsCpu0Cache);
+                      } else {
+                        spdlog::info("cpu: cache sizes from {}", backend->cache_source());
+                      }
                       std::vector<std::unique_ptr<Backend>> out;
-                      out.push_back(std::make_unique<CpuBackend>(cpu));
+                      out.push_back(std::move(backend));
                       return out;
                     }});
   }

@@ -27,6 +27,7 @@
 
 #include "core/hash.h"
 #include "core/version.h"
+#include "tuner/cpu_cache.h"
 #include "tuner/cpu_simd.h"
 
 namespace transposed {
@@ -490,6 +491,7 @@ struct HostInfo {
   int logical = 1;
   int cores = 1;
   std::optional<int64_t> l1d, l2, l3;
+  std::string cache_source;  // cpu_cache::CacheSizes::source
   std::string arch;
 };
 
@@ -518,17 +520,12 @@ HostInfo ReadHostInfo() {
   }
   h.cores = cores.empty() ? h.logical : static_cast<int>(cores.size());
 
-  for (int idx = 0; idx < 16; ++idx) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
-    const std::string level = ReadFirstLine(dir + "level");
-    if (level.empty()) break;
-    const std::string type = ReadFirstLine(dir + "type");
-    const std::optional<int64_t> size = cpu_internal::ParseCacheSize(ReadFirstLine(dir + "size"));
-    if (!size) continue;
-    if (level == "1" && type == "Data") h.l1d = size;
-    if (level == "2" && type != "Instruction") h.l2 = size;
-    if (level == "3" && type != "Instruction") h.l3 = size;
-  }
+  // sysfs, else CPUID (the same sizes: a host without /sys keeps its device class), else sysconf.
+  const cpu_cache::CacheSizes caches = cpu_cache::Read();
+  h.l1d = caches.l1d;
+  h.l2 = caches.l2;
+  h.l3 = caches.l3;
+  h.cache_source = caches.source;
 
   struct utsname u;
   if (uname(&u) == 0) h.arch = u.machine;
@@ -1098,6 +1095,7 @@ CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
   const UsableCpus usable = ReadUsableCpus();
   max_threads_ = options_.max_threads > 0 ? options_.max_threads : usable.count;
   llc_bytes_ = host.l3 ? *host.l3 : host.l2 ? *host.l2 : kDefaultLlcBytes;
+  cache_source_ = host.cache_source;
   pool_ = std::make_shared<ThreadPool>(max_threads_, usable.cpus);
   isas_ = cpu_simd::SupportedIsas();
 

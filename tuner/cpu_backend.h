@@ -106,11 +106,15 @@ class CpuBackend : public Backend {
   StatusOr<std::unique_ptr<Session>> Open(const Problem& p) override;
 
   int max_threads() const { return max_threads_; }
+  // Where the cache sizes of device() came from: "sysfs", "cpuid", "sysconf" or "unknown"
+  // (tuner/cpu_cache.h; the daemon warns on "unknown").
+  const std::string& cache_source() const { return cache_source_; }
 
  private:
   CpuBackendOptions options_;
   int max_threads_;
   int64_t llc_bytes_;
+  std::string cache_source_;
   std::vector<cpu_simd::Isa> isas_;  // supported SIMD levels, lowest first
   DeviceInfo device_;
   std::shared_ptr<ThreadPool> pool_;
