@@ -3,7 +3,7 @@
 # core/thread_annotations.h) of the daemon's concurrent code: a clang build (no CUDA, no tests)
 # of the service, the store, the gRPC shell, the metrics, the worker backend and the peers with
 # -Wthread-safety -Werror=thread-safety, and of the kernels' vendor members (kernels/vendor.cc,
-# against the CUDA headers). Cheap: only those libraries' own sources are compiled.
+# against the CUDA headers) and the C++ Transposer (client/transposer.cc). Cheap: only those libraries' own sources are compiled.
 # Run by .ci/run.
 #   deploy/thread-safety.sh            env: BUILD_DIR (default build-clang), CXX_CLANG / CC_CLANG
 #                                      (default clang++ / clang, else clang++-14 / clang-14)
@@ -32,6 +32,9 @@ fi
 if [ -n "$cuda_include" ]; then
   "$cxx" -std=c++17 -fsyntax-only -Wthread-safety -Werror=thread-safety -I. -Ikernels/include \
     -I"$cuda_include" kernels/vendor.cc
+  # The C++ Transposer's plan map (client/transposer.cc), against the generated proto headers.
+  "$cxx" -std=c++17 -fsyntax-only -Wthread-safety -Werror=thread-safety -I. -Ikernels/include \
+    -I"$dir/generated" -I"$cuda_include" client/transposer.cc
 else
   echo "thread-safety: no cuda_runtime_api.h (CUDA_INCLUDE unset): kernels/vendor.cc not checked" >&2
 fi

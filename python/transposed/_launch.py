@@ -191,11 +191,14 @@ class Plan:
     input is a transposed view, its transpose is a strided copy (the framework's copy);
     "framework": a layout the kernels cannot serve, done by the framework's own transpose and
     copy. Immutable once made."""
-    __slots__ = ("kind", "handle", "variant", "final", "asked", "out_shape", "ld_out_ok")
+    __slots__ = ("kind", "handle", "variant", "final", "asked", "out_shape", "alias")
 
     def __init__(self, kind, out_shape, handle=None, variant=None, final=True, asked=0.0):
         self.kind, self.out_shape, self.handle, self.variant = kind, out_shape, handle, variant
         self.final, self.asked = final, asked
+        # The input's transposed view is contiguous already (what torch's .contiguous() would
+        # return as is): contiguous_t returns that view.
+        self.alias = False
 
     def stale(self):
         return not self.final and time.monotonic() - self.asked >= REFRESH_SECONDS

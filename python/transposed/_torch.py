@@ -81,6 +81,7 @@ def _plan(x, out, dev, client, policy, value_exact, key):
                 plan = None
     if plan is None:
         plan = L.Plan("copy" if k[0] == "copy" else "framework", expect)
+    plan.alias = x.transpose(-2, -1).is_contiguous()
     return L.remember(key, plan)
 
 
@@ -92,10 +93,14 @@ def _bad_out(x, out, plan):
     raise ValueError(f"transpose: out is on {out.device}, x on {x.device}")
 
 
-def eager(x, out=None, client=None, policy=None, value_exact=False):
-    """transpose() of a torch tensor, run now (the custom ops' implementation)."""
+def eager(x, out=None, client=None, policy=None, value_exact=False, drop_in=False):
+    """transpose() of a torch tensor, run now (the custom ops' implementation). drop_in:
+    contiguous_t's semantics (a CPU tensor's by torch; a transposed view that is contiguous
+    already returned as is)."""
     dev = x.get_device()
     if dev < 0:
+        if drop_in:
+            return x.transpose(-2, -1).contiguous()
         raise TypeError("transpose: the tensor is on the CPU; transposed runs CUDA tensors")
     client = client or L._default_client or L._get_client()
     xp = x.data_ptr()
@@ -107,6 +112,8 @@ def eager(x, out=None, client=None, policy=None, value_exact=False):
     plan = L._plans.get(key)
     if plan is None or (not plan.final and plan.stale()):
         plan = _plan(x, out, dev, client, policy, value_exact, key)
+    if drop_in and plan.alias:
+        return x.transpose(-2, -1)
     if out is None:
         out = torch.empty(plan.out_shape, dtype=x.dtype, device=x.device)
     elif out.shape != plan.out_shape or out.dtype != x.dtype or out.get_device() != dev:
@@ -157,7 +164,9 @@ def _(x, out, policy=None, value_exact=False, client=0):
 def contiguous_t(x, client=None, policy=None, value_exact=False):
     """A drop-in for x.transpose(-2, -1).contiguous(): that view itself when it is contiguous
     already (as torch returns it), a CPU tensor's by torch, else transposed.transpose(x)."""
-    t = x.transpose(-2, -1)
-    if t.is_contiguous() or not x.is_cuda:
-        return t.contiguous()
-    return transpose_tensor(x, None, client, policy, value_exact)
+    if _is_compiling():
+        t = x.transpose(-2, -1)
+        if t.is_contiguous() or not x.is_cuda:
+            return t.contiguous()
+        return transpose_tensor(x, None, client, policy, value_exact)
+    return eager(x, None, client, policy, value_exact, drop_in=True)
