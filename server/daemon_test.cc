@@ -433,6 +433,16 @@ TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
 using testing::HttpGet;
 using testing::ParseMetrics;
 
+// The value of the series of `name` (a name plus _count/_sum/_bucket{le} for histograms: pass
+// e.g. "transposed_tune_seconds_count") whose labels include device="0", -1 if none: per-device
+// series also carry dcgm-exporter's labels (gpu, UUID, modelName, Hostname).
+double Device0(const std::map<std::string, double>& samples, const std::string& name) {
+  for (const auto& [series, v] : samples)
+    if (series.rfind(name + "{", 0) == 0 && series.find("device=\"0\"") != std::string::npos)
+      return v;
+  return -1;
+}
+
 // The shared helper (testing/daemon_process.h) with the CPU backend on one thread.
 testing::DaemonProcess StartDaemon(std::vector<std::string> extra = {}) {
   testing::DaemonOptions o;
@@ -535,7 +545,8 @@ TEST(DaemonProcessTest, SighupReopensTheLogFile) {
 // --metrics-listen serves /metrics; after a few requests it shows the right counts, histograms
 // and per-entry ratio.
 TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
-  testing::DaemonProcess d = StartDaemon({"--metrics-listen", "127.0.0.1:0"});
+  testing::DaemonProcess d =
+      StartDaemon({"--metrics-listen", "127.0.0.1:0", "--metrics-entry-ratios"});
   const Status started = d.Start();
   ASSERT_TRUE(started.ok()) << started.ToString();
   // "metrics on http://127.0.0.1:0/metrics (port 41234)"
@@ -573,20 +584,76 @@ TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
   EXPECT_EQ(value("transposed_rpc_latency_seconds_bucket{" + rpc + ",le=\"+Inf\"}"), 4);
   // The tuning request took longer than the other three together.
   EXPECT_GE(value("transposed_rpc_latency_seconds_sum{" + rpc + "}"), tuned.tune_seconds());
-  EXPECT_EQ(value(R"(transposed_cache_hits_total{device="0"})"), 1);
-  EXPECT_EQ(value(R"(transposed_cache_misses_total{device="0"})"), 2);
-  EXPECT_EQ(value(R"(transposed_tunes_started_total{device="0"})"), 1);
-  EXPECT_EQ(value(R"(transposed_tunes_completed_total{device="0"})"), 1);
-  EXPECT_EQ(value(R"(transposed_tunes_failed_total{device="0"})"), 0);
-  EXPECT_EQ(value(R"(transposed_tune_seconds_count{device="0"})"), 1);
-  EXPECT_GE(value(R"(transposed_tune_seconds_sum{device="0"})"), tuned.tune_seconds());
-  EXPECT_LT(value(R"(transposed_tune_seconds_sum{device="0"})"), tuned.tune_seconds() + 5.0);  // plus the save; loose for loaded CI
-  EXPECT_EQ(value(R"(transposed_tune_queue_depth{device="0"})"), 0);
+  auto dev0 = [&](const std::string& name) {
+    const double v = Device0(samples, name);
+    EXPECT_GE(v, 0) << name << "{device=\"0\",...} missing from\n" << text;
+    return v;
+  };
+  EXPECT_EQ(dev0("transposed_cache_hits_total"), 1);
+  EXPECT_EQ(dev0("transposed_cache_misses_total"), 2);
+  EXPECT_EQ(dev0("transposed_tunes_started_total"), 1);
+  EXPECT_EQ(dev0("transposed_tunes_completed_total"), 1);
+  EXPECT_EQ(dev0("transposed_tunes_failed_total"), 0);
+  EXPECT_EQ(dev0("transposed_tune_seconds_count"), 1);
+  EXPECT_GE(dev0("transposed_tune_seconds_sum"), tuned.tune_seconds());
+  EXPECT_LT(dev0("transposed_tune_seconds_sum"), tuned.tune_seconds() + 5.0);  // plus the save; loose for loaded CI
+  EXPECT_EQ(dev0("transposed_tune_queue_depth"), 0);
   EXPECT_EQ(value("transposed_store_read_only"), 0);  // a writable database
-  EXPECT_EQ(value(R"(transposed_worker_restarts_total{device="0"})"), 0);
+  EXPECT_EQ(dev0("transposed_worker_restarts_total"), 0);
+  // dcgm-exporter's device labels, the same on counters and scrape-time gauges (labels sorted).
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  const std::string labels = R"({Hostname=")" + std::string(host) + R"(",UUID=")" +
+                             tuned.device().uuid() + R"(",device="0",gpu="0",modelName=")" +
+                             tuned.device().name() + R"("})";
+  EXPECT_EQ(value("transposed_cache_hits_total" + labels), 1);
+  EXPECT_EQ(value("transposed_tune_queue_depth" + labels), 0);
+  // --metrics-entry-ratios: one series per stored entry.
   EXPECT_NEAR(value(R"(transposed_entry_best_ratio{device="0",problem="64x96.b1.f32.ldi0.ldo0",)"
                     R"(variant=")" + tuned.variant().name() + R"("})"),
               tuned.ratio(), 1e-9);
+
+  // A health Watch the client cancels is counted CANCELLED (it was UNKNOWN).
+  {
+    auto channel = grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials());
+    grpc::GenericStub generic(channel);
+    grpc::CompletionQueue cq;
+    grpc::ClientContext ctx;
+    auto call = generic.PrepareCall(&ctx, "/grpc.health.v1.Health/Watch", &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    grpc::ByteBuffer request;  // HealthCheckRequest{service: ""}: no bytes
+    grpc::Slice empty("");
+    request = grpc::ByteBuffer(&empty, 1);
+    call->Write(request, reinterpret_cast<void*>(2));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+    grpc::ByteBuffer response;
+    call->Read(&response, reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok) && ok);  // the first status: SERVING
+    ctx.TryCancel();
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(4));
+    while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void*>(4)) {
+    }
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
+  const std::string watch = R"(method="Watch",service="grpc.health.v1.Health")";
+  double cancelled = -1;
+  std::string later;
+  for (int i = 0; i < 100 && cancelled < 1; ++i) {  // the server side ends a moment later
+    later = HttpGet(metrics_port, "/metrics", &error);
+    const auto now = ParseMetrics(later);
+    auto it = now.find(R"(transposed_rpc_requests_total{code="CANCELLED",)" + watch + "}");
+    cancelled = it == now.end() ? -1 : it->second;
+    if (cancelled < 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(cancelled, 1) << later;
+  EXPECT_EQ(later.find(R"(code="UNKNOWN",)" + watch), std::string::npos) << later;
   EXPECT_TRUE(d.Stop().ok());
   d.RemoveDir();
 }
@@ -899,6 +966,8 @@ TEST(DaemonProcessTest, ServesReadOnlyDatabase) {
   auto it = samples.find("transposed_store_read_only");
   ASSERT_NE(it, samples.end()) << text;
   EXPECT_EQ(it->second, 1);
+  // Without --metrics-entry-ratios no series per cached problem (this store has one entry).
+  EXPECT_EQ(text.find("transposed_entry_best_ratio{"), std::string::npos) << text;
 
   const Status stopped = d.Stop();
   EXPECT_TRUE(stopped.ok()) << stopped.ToString();
@@ -974,9 +1043,7 @@ TEST(DaemonProcessTest, KilledWorkerIsRestartedAndCounted) {
   const std::string text = HttpGet(metrics_port, "/metrics", &error);
   ASSERT_FALSE(text.empty()) << error;
   const auto samples = ParseMetrics(text);
-  auto it = samples.find(R"(transposed_worker_restarts_total{device="0"})");
-  ASSERT_NE(it, samples.end()) << text;
-  EXPECT_EQ(it->second, 1) << text;
+  EXPECT_EQ(Device0(samples, "transposed_worker_restarts_total"), 1) << text;
   EXPECT_NE(ReadFile(d.log()).find("worker restarted"), std::string::npos);
   EXPECT_TRUE(d.Stop().ok());
   d.RemoveDir();

@@ -10,6 +10,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/details/file_helper.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -56,6 +57,7 @@ struct Flags {
   std::string log_file;
   std::string port_file;
   std::string metrics_listen;
+  bool metrics_entry_ratios = false;
   transposed::SecurityOptions security;
   int max_queued_tunes = 8;
   int max_streams_per_connection = 64;
@@ -263,6 +265,9 @@ int main(int argc, char** argv) {
                  "(without it: loopback clients or verified client certificates only)");
   app.add_option("--port-file", flags.port_file,
                  "write the bound port to this file once serving (atomically, via rename)");
+  app.add_flag("--metrics-entry-ratios", flags.metrics_entry_ratios,
+               "also serve transposed_entry_best_ratio: one series per cached problem (at most "
+               "10000)");
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "HOST:PORT to serve Prometheus metrics on at /metrics (port 0: any free port; "
                  "default: no metrics server)");
@@ -371,7 +376,11 @@ int main(int argc, char** argv) {
   }
 
   // Counts from the first request on; served (below) only with --metrics-listen.
-  transposed::Metrics metrics(static_cast<int>(backends->size()));
+  std::vector<transposed::DeviceInfo> metric_devices;
+  for (const auto& b : *backends) metric_devices.push_back(b->device());
+  char hostname[256] = {};
+  if (gethostname(hostname, sizeof(hostname) - 1) != 0) hostname[0] = '\0';
+  transposed::Metrics metrics(metric_devices, hostname);
   transposed::ServiceOptions options;
   options.tune_budget_seconds = flags.tune_budget;
   options.observer = &metrics;
@@ -540,7 +549,8 @@ int main(int argc, char** argv) {
                 ":" + std::to_string(port);
   spdlog::info("listening on {} (port {})", flags.listen, port);
   if (!flags.metrics_listen.empty()) {
-    metrics.Attach(service->get(), store->get(), &connection_limiter);
+    metrics.Attach(service->get(), store->get(), &connection_limiter,
+                   flags.metrics_entry_ratios);
     auto metrics_port = metrics.Serve(flags.metrics_listen);
     if (!metrics_port.ok()) {
       spdlog::error("cannot serve metrics: {}", metrics_port.status().ToString());

@@ -37,12 +37,16 @@ prometheus::ClientMetric::Label L(std::string name, std::string value) {
 // /metrics is fetched.
 class Metrics::ScrapeCollector : public prometheus::Collectable {
  public:
-  void Attach(const TransposeService* service, Store* store, ConnectionLimiter* connections)
-      EXCLUDES(mu_) {
+  explicit ScrapeCollector(std::vector<prometheus::Labels> device_labels)
+      : device_labels_(std::move(device_labels)) {}
+
+  void Attach(const TransposeService* service, Store* store, ConnectionLimiter* connections,
+              bool entry_ratios) EXCLUDES(mu_) {
     MutexLock l(&mu_);
     service_ = service;
     store_ = store;
     connections_ = connections;
+    entry_ratios_ = entry_ratios;
   }
 
   std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mu_) {
@@ -57,7 +61,7 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
     const std::vector<int> depths = service_->QueueDepths();
     for (size_t d = 0; d < depths.size(); ++d) {
       prometheus::ClientMetric m;
-      m.label = {L("device", std::to_string(d))};
+      m.label = Labels(d);
       m.gauge.value = depths[d];
       depth.metric.push_back(std::move(m));
     }
@@ -71,19 +75,20 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
     const std::vector<int64_t> counts = service_->WorkerRestarts();
     for (size_t d = 0; d < counts.size(); ++d) {
       prometheus::ClientMetric m;
-      m.label = {L("device", std::to_string(d))};
+      m.label = Labels(d);
       m.counter.value = static_cast<double>(counts[d]);
       restarts.metric.push_back(std::move(m));
     }
     out.push_back(std::move(restarts));
 
-    prometheus::MetricFamily ratio{
-        "transposed_entry_best_ratio",
-        "Stored winner's bandwidth over the device's copy ceiling, per entry of this daemon's "
-        "devices",
-        prometheus::MetricType::Gauge,
-        {}};
-    if (store_ != nullptr) {
+    // One series per cached problem: only when asked for (--metrics-entry-ratios), capped.
+    if (store_ != nullptr && entry_ratios_) {
+      prometheus::MetricFamily ratio{
+          "transposed_entry_best_ratio",
+          "Stored winner's bandwidth over the device's copy ceiling, per entry of this daemon's "
+          "devices (only with --metrics-entry-ratios; at most 10000 series, newest first)",
+          prometheus::MetricType::Gauge,
+          {}};
       int left = kMaxEntrySeries;
       for (const auto& device : devices) {
         if (left <= 0) break;
@@ -101,8 +106,8 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
           ratio.metric.push_back(std::move(m));
         }
       }
+      out.push_back(std::move(ratio));
     }
-    out.push_back(std::move(ratio));
 
     if (store_ != nullptr) {
       out.push_back(OneGauge("transposed_store_read_only",
@@ -123,6 +128,17 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
   }
 
  private:
+  // The dcgm-exporter labels of device d (none beyond `device` for an index not known).
+  std::vector<prometheus::ClientMetric::Label> Labels(size_t d) const {
+    std::vector<prometheus::ClientMetric::Label> out;
+    if (d < device_labels_.size()) {
+      for (const auto& [k, v] : device_labels_[d]) out.push_back(L(k, v));
+    } else {
+      out.push_back(L("device", std::to_string(d)));
+    }
+    return out;
+  }
+
   // A family of one unlabelled gauge.
   static prometheus::MetricFamily OneGauge(std::string name, std::string help, double value) {
     prometheus::MetricFamily f{std::move(name), std::move(help), prometheus::MetricType::Gauge, {}};
@@ -136,11 +152,29 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
   const TransposeService* service_ GUARDED_BY(mu_) = nullptr;
   Store* store_ GUARDED_BY(mu_) = nullptr;
   ConnectionLimiter* connections_ GUARDED_BY(mu_) = nullptr;
+  bool entry_ratios_ GUARDED_BY(mu_) = false;
+  const std::vector<prometheus::Labels> device_labels_;  // immutable
 };
 
-Metrics::Metrics(int devices)
+namespace {
+std::vector<prometheus::Labels> AllDeviceLabels(const std::vector<DeviceInfo>& devices,
+                                                const std::string& hostname) {
+  std::vector<prometheus::Labels> out;
+  // The daemon's index (devices are listed in it), dcgm-exporter's names for the rest.
+  for (size_t i = 0; i < devices.size(); ++i) {
+    out.push_back({{"device", std::to_string(i)},
+                   {"gpu", std::to_string(i)},
+                   {"UUID", devices[i].uuid},
+                   {"modelName", devices[i].name},
+                   {"Hostname", hostname}});
+  }
+  return out;
+}
+}  // namespace
+
+Metrics::Metrics(const std::vector<DeviceInfo>& devices, const std::string& hostname)
     : registry_(std::make_shared<prometheus::Registry>()),
-      scrape_(std::make_shared<ScrapeCollector>()) {
+      scrape_(std::make_shared<ScrapeCollector>(AllDeviceLabels(devices, hostname))) {
   rpc_requests_ = &prometheus::BuildCounter()
                        .Name("transposed_rpc_requests_total")
                        .Help("gRPC calls finished, by service, method and status code")
@@ -151,12 +185,14 @@ Metrics::Metrics(int devices)
                       .Register(*registry_);
   auto& hits = prometheus::BuildCounter()
                    .Name("transposed_cache_hits_total")
-                   .Help("GetConfig requests answered from the store, per device")
+                   .Help("Lookups answered from the store, per device: GetConfig requests and "
+                         "TuneMany's problems that were cached")
                    .Register(*registry_);
   auto& misses = prometheus::BuildCounter()
                      .Name("transposed_cache_misses_total")
-                     .Help("GetConfig requests not in the store (CACHE_ONLY misses included), "
-                           "per device")
+                     .Help("Lookups not answered from the store, per device: GetConfig requests "
+                           "(CACHE_ONLY misses included) and TuneMany's problems that were not "
+                           "cached (forced tunes are not lookups)")
                      .Register(*registry_);
   auto& started = prometheus::BuildCounter()
                       .Name("transposed_tunes_started_total")
@@ -181,8 +217,7 @@ Metrics::Metrics(int devices)
                       .Register(*registry_);
   connections_refused_per_client_ = &refused.Add({{"cap", "per_client"}});
   connections_refused_total_ = &refused.Add({{"cap", "total"}});
-  for (int d = 0; d < devices; ++d) {
-    const prometheus::Labels labels{{"device", std::to_string(d)}};
+  for (const prometheus::Labels& labels : AllDeviceLabels(devices, hostname)) {
     devices_.push_back(PerDevice{&hits.Add(labels), &misses.Add(labels), &started.Add(labels),
                                  &completed.Add(labels), &failed.Add(labels),
                                  &seconds.Add(labels, TuneBuckets())});
@@ -192,8 +227,8 @@ Metrics::Metrics(int devices)
 Metrics::~Metrics() { Stop(); }
 
 void Metrics::Attach(const TransposeService* service, Store* store,
-                     ConnectionLimiter* connections) {
-  scrape_->Attach(service, store, connections);
+                     ConnectionLimiter* connections, bool entry_ratios) {
+  scrape_->Attach(service, store, connections, entry_ratios);
 }
 
 StatusOr<int> Metrics::Serve(const std::string& listen) {

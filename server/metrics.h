@@ -5,9 +5,14 @@
 // RpcRecorder): requests by RPC and code, RPC latency, cache hits and misses, tunes started,
 // completed and failed, tune wall time, connections refused at accept. Read at scrape time (a
 // Collectable over the service, the store and the connection limiter): tune queue depth and worker
-// restarts per device, the best ratio (winner / copy ceiling) of each stored entry of this
-// daemon's devices (at most kMaxEntrySeries, newest first), and the gRPC connections open (the
-// limiter drops the closed ones before it is read, so a scrape never counts a closed one). Every name is listed in the README ("Metrics") and in metrics.cc.
+// restarts per device, with --metrics-entry-ratios the best ratio (winner / copy ceiling) of each stored entry of this daemon's devices (at most
+// kMaxEntrySeries, newest first; off by default: one series per cached problem), and the gRPC
+// connections open (the limiter drops the closed ones before it is read, so a scrape never
+// counts a closed one). Every name is listed in the README ("Metrics") and in metrics.cc.
+//
+// Per-device series carry dcgm-exporter's device labels besides `device` (the daemon's index),
+// so that they join with DCGM's on (Hostname, gpu) or UUID: gpu (the index), UUID, modelName,
+// Hostname. A fixed set per device: the cardinality is the number of devices.
 //
 // Thread-safety: every method may be called from any number of threads at once. Attach() must be
 // called before Serve(); the service and store it is given must outlive the exposer, i.e. this
@@ -45,13 +50,14 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   // method "other" (a client can name methods that do not exist).
   static constexpr int kMaxRpcSeries = 512;
 
-  // Counters of `devices` devices (index 0..devices-1).
-  explicit Metrics(int devices);
+  // Counters of `devices` (index 0..n-1), labelled for dcgm-exporter with `hostname`.
+  Metrics(const std::vector<DeviceInfo>& devices, const std::string& hostname);
   ~Metrics() override;
 
   // The sources of the scrape-time metrics. `connections` may be null (no connection gauge).
+  // entry_ratios: also the per-entry transposed_entry_best_ratio series.
   void Attach(const TransposeService* service, Store* store,
-              ConnectionLimiter* connections = nullptr) EXCLUDES(mu_);
+              ConnectionLimiter* connections = nullptr, bool entry_ratios = false) EXCLUDES(mu_);
   // Serves /metrics on HOST:PORT (port 0: any free port); the bound port. UNAVAILABLE when it
   // cannot listen there.
   StatusOr<int> Serve(const std::string& listen) EXCLUDES(mu_);

@@ -45,7 +45,12 @@ class RpcInterceptor : public grpc::experimental::Interceptor {
  private:
   void Report(const grpc::Status& status) {
     const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-    if (recorder_ != nullptr) recorder_->OnRpcDone(service_, method_, status.error_code(), seconds);
+    // A call the client cancelled (a health Watch it stopped) may end with the handler's UNKNOWN:
+    // count it as what it was. IsCancelled is safe here: every service is sync or callback.
+    grpc::StatusCode counted = status.error_code();
+    if (counted == grpc::StatusCode::UNKNOWN && ctx_ != nullptr && ctx_->IsCancelled())
+      counted = grpc::StatusCode::CANCELLED;
+    if (recorder_ != nullptr) recorder_->OnRpcDone(service_, method_, counted, seconds);
     RpcNote note = notes_ != nullptr ? notes_->Take(ctx_) : RpcNote();
     const spdlog::level::level_enum level =
         service_ == kTransposer && !note.routine ? spdlog::level::info : spdlog::level::debug;
