@@ -1,19 +1,26 @@
 // AnswerCache: a read-through cache, in the daemon's memory, of the store's class lookups
 // (Store::LookupByClass: the answer a GetConfig hit serves, or that there is none).
 //
-// SQLite stays the source of truth. Every lookup first asks the store for its version
-// (Store::Version: one PRAGMA, no table read), and a version other than the one the cached
-// answers were read at forgets them all: a tune saved, an entry imported, merged or deleted, by
-// this daemon or by another process on the same database file, is seen by the next lookup. An
-// answer read at a version is kept under that version only if no change was seen meanwhile.
-// Misses are cached too (a CACHE_ONLY miss costs what a hit costs). At most `max_entries` answers
-// are kept; a full cache is emptied and refilled. Lookups with candidates are not cached.
+// SQLite stays the source of truth; the cache only saves reading it again:
+//   - this daemon's own writes (a tune saved, a peer's result, an import, a delete) call
+//     Invalidate() once the write has returned, so the next lookup reads the store;
+//   - any other writer of the same database file (another process, another connection) is seen
+//     through the store's version (Store::Version: SQLite's PRAGMA data_version, no table read),
+//     re-read when the cache last read it `recheck` ago or more (default 10 ms), so its commit is
+//     seen at most about that long after it; a new version forgets every answer.
+// An answer read from the store is kept only if nothing was forgotten while it was read, so a
+// stale answer is never kept. Misses are cached too (a CACHE_ONLY miss costs what a hit costs).
+// At most `max_entries` answers are kept; a full cache is emptied and refilled. On a hit the
+// store is not touched at all (no lock of the store, no SQLite call).
 //
-// Thread-safety: thread-safe; lookups of different threads run at once outside the cache's own
-// short lock (which is never held while the store is read).
+// Thread-safety: thread-safe; the cache's own lock is short and never held while the store is
+// read.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -29,27 +36,41 @@ namespace transposed {
 
 class AnswerCache {
  public:
+  using Clock = std::chrono::steady_clock;
   static constexpr size_t kDefaultMaxEntries = 65536;
+  static constexpr Clock::duration kDefaultRecheck = std::chrono::milliseconds(10);
 
   // `store` must outlive the cache.
-  explicit AnswerCache(Store* store, size_t max_entries = kDefaultMaxEntries)
-      : store_(store), max_entries_(max_entries) {}
+  explicit AnswerCache(Store* store, size_t max_entries = kDefaultMaxEntries,
+                       Clock::duration recheck = kDefaultRecheck)
+      : store_(store), max_entries_(max_entries), recheck_(recheck) {}
 
   // Store::LookupByClass(device_class, problem), through the cache.
   StatusOr<std::optional<TuneResult>> LookupByClass(const std::string& device_class,
                                                     const Problem& problem) EXCLUDES(mu_);
 
+  // This process has written to the store: every answer is forgotten now. Call it after the
+  // write returned.
+  void Invalidate() EXCLUDES(mu_);
+
   // Answers held now (for tests and metrics).
   size_t size() const EXCLUDES(mu_);
 
  private:
+  using Answer = std::shared_ptr<const std::optional<TuneResult>>;
+  void ForgetLocked() REQUIRES(mu_);
+
   Store* const store_;
   const size_t max_entries_;
+  const Clock::duration recheck_;
   mutable Mutex mu_;
-  bool valid_ GUARDED_BY(mu_) = false;  // version_ was read (nothing cached before)
+  bool valid_ GUARDED_BY(mu_) = false;  // version_ was read
   StoreVersion version_ GUARDED_BY(mu_);
-  // device class "|" problem key -> the stored answer (nullopt: none stored).
-  std::unordered_map<std::string, std::optional<TuneResult>> answers_ GUARDED_BY(mu_);
+  Clock::time_point checked_at_ GUARDED_BY(mu_);  // when version_ was last (to be) re-read
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;            // bumped whenever the answers are forgotten
+  // device class "|" problem key -> the stored answer (nullopt: none stored); shared, so that a
+  // lookup copies it after the lock is released.
+  std::unordered_map<std::string, Answer> answers_ GUARDED_BY(mu_);
 };
 
 }  // namespace transposed

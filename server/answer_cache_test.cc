@@ -1,14 +1,17 @@
 // AnswerCache: hits and misses served from memory, and nothing stale after any write: this
-// store's saves, merges and deletes, and another process's commits to the same file (a second
-// Store on it, as a second daemon or a sqlite3 shell would be).
+// store's saves, merges and deletes (through the version, or announced with Invalidate), and
+// another process's commits to the same file (a second Store on it, as a second daemon or a
+// sqlite3 shell would be) within the recheck interval.
 #include "server/answer_cache.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "core/device_class.h"
 #include "testing/problems.h"
@@ -62,9 +65,10 @@ class AnswerCacheTest : public ::testing::Test {
   std::string dir_;
 };
 
-// Run against a file (separate read connection) and ":memory:" (one connection).
+// Run against a file (separate read connection) and ":memory:" (one connection), with the
+// version re-read on every lookup: the store's version alone shows every write.
 void ExpectFollowsOwnWrites(Store* store) {
-  AnswerCache cache(store);
+  AnswerCache cache(store, AnswerCache::kDefaultMaxEntries, /*recheck=*/std::chrono::seconds(0));
   const std::string cls = ClassOf(Device()).key;
   const Problem p = MakeTestProblem(256, 512, DType::kF32);
   ASSERT_TRUE(store->UpsertDevice(Device()).ok());
@@ -115,6 +119,29 @@ TEST_F(AnswerCacheTest, FollowsTheStoresOwnWritesInMemory) {
   ExpectFollowsOwnWrites(store.get());
 }
 
+// With the version trusted for an hour, a write is seen once the writer invalidates (the
+// service does after each of its writes), and not before: the cache does serve from memory.
+TEST_F(AnswerCacheTest, InvalidateMakesTheNextLookupReadTheStore) {
+  auto store = Open(dir_ + "/own.db");
+  ASSERT_NE(store, nullptr);
+  AnswerCache cache(store.get(), AnswerCache::kDefaultMaxEntries, std::chrono::hours(1));
+  const std::string cls = ClassOf(Device()).key;
+  const Problem p = MakeTestProblem(512, 64, DType::kF32);
+  ASSERT_TRUE(store->UpsertDevice(Device()).ok());
+  auto miss = cache.LookupByClass(cls, p);
+  ASSERT_TRUE(miss.ok());
+  EXPECT_FALSE(miss->has_value());
+  ASSERT_TRUE(store->SaveTune(Result(p, "tile32x32.rows8.pad1", 2e-4)).ok());
+  auto cached = cache.LookupByClass(cls, p);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_FALSE(cached->has_value());  // from memory: the write was not announced
+  cache.Invalidate();
+  auto hit = cache.LookupByClass(cls, p);
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->best.name, "tile32x32.rows8.pad1");
+}
+
+// Another writer of the file is seen within the recheck interval (10 ms by default).
 TEST_F(AnswerCacheTest, SeesAnotherProcessCommits) {
   const std::string path = dir_ + "/shared.db";
   auto mine = Open(path);
@@ -129,6 +156,7 @@ TEST_F(AnswerCacheTest, SeesAnotherProcessCommits) {
   ASSERT_TRUE(miss.ok());
   EXPECT_FALSE(miss->has_value());
   ASSERT_TRUE(other->SaveTune(Result(p, "skinny.l512.rows8", 3e-4)).ok());
+  std::this_thread::sleep_for(2 * AnswerCache::kDefaultRecheck);
   auto hit = cache.LookupByClass(cls, p);
   ASSERT_TRUE(hit.ok() && hit->has_value());
   EXPECT_EQ((*hit)->best.name, "skinny.l512.rows8");
@@ -137,6 +165,7 @@ TEST_F(AnswerCacheTest, SeesAnotherProcessCommits) {
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "DELETE FROM entries", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
+  std::this_thread::sleep_for(2 * AnswerCache::kDefaultRecheck);
   auto gone = cache.LookupByClass(cls, p);
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(gone->has_value());

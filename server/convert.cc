@@ -61,13 +61,18 @@ pb::Origin OriginToProto(Origin o) {
 pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source,
                          const DeviceInfo* measured_on) {
   pb::Answer out;
+  AnswerToProto(r, source, DeviceToProto(r.device),
+                DeviceToProto(measured_on != nullptr ? *measured_on : r.device), &out);
+  return out;
+}
+
+void AnswerToProto(const TuneResult& r, AnswerSource source, const pb::Device& device,
+                   const pb::Device& measured_on, pb::Answer* answer) {
+  answer->Clear();
+  pb::Answer& out = *answer;
   const int64_t bytes = r.problem.bytes();
   *out.mutable_problem() = ProblemToProto(r.problem);
-  *out.mutable_problem()->mutable_device() = [&] {
-    pb::DeviceSelector s;
-    s.set_index(r.device.index);
-    return s;
-  }();
+  out.mutable_problem()->mutable_device()->set_index(r.device.index);
   *out.mutable_variant() = VariantToProto(r.best, r.device.backend);
   const double gbps = r.gbps();
   const double ceiling = r.ceiling_gbps();
@@ -85,10 +90,9 @@ pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source,
   out.set_candidates_total(r.total);
   out.set_previous_kept(r.incumbent_kept);
   out.set_tune_seconds(r.tune_seconds);
-  *out.mutable_device() = DeviceToProto(r.device);
-  *out.mutable_measured_on() = DeviceToProto(measured_on != nullptr ? *measured_on : r.device);
+  *out.mutable_device() = device;
+  *out.mutable_measured_on() = measured_on;
   out.set_origin(OriginToProto(r.origin));
-  return out;
 }
 
 StatusOr<ConfigRequest> ConfigRequestFromProto(const pb::GetConfigRequest& r) {

@@ -32,6 +32,11 @@ pb::CandidateResult CandidateResultToProto(const CandidateResult& r, const std::
 // answered for); origin from r.origin.
 pb::Answer AnswerToProto(const TuneResult& r, AnswerSource source,
                          const DeviceInfo* measured_on = nullptr);
+// The same, written into *out (cleared first), with the device and measured_on messages given
+// (DeviceToProto of r.device and of the instance; a cache hit's are the daemon's own devices,
+// converted once).
+void AnswerToProto(const TuneResult& r, AnswerSource source, const pb::Device& device,
+                   const pb::Device& measured_on, pb::Answer* out);
 pb::Origin OriginToProto(Origin o);
 
 // A stored result as a line of `transposectl export` / a row of ImportEntries: the instance it

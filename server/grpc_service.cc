@@ -1,5 +1,8 @@
 #include "server/grpc_service.h"
 
+#include <google/protobuf/arena.h>
+#include <grpcpp/support/message_allocator.h>
+
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -52,10 +55,58 @@ const Status& ClientGone() {
   return *s;
 }
 
+std::vector<v1::Device> DeviceProtos(const TransposeService* service) {
+  std::vector<v1::Device> out;
+  for (const DeviceInfo& d : service->ListDevices()) out.push_back(DeviceToProto(d));
+  return out;
+}
+
 // The most bytes of entries one ListEntries answer carries (a default client accepts 4 MiB).
 constexpr size_t kMaxListReplyBytes = 3 << 20;
 
 }  // namespace
+
+// GetConfig's request and answer on one protobuf arena per call, whose first block is part of
+// the holder: a call allocates once, instead of once per string, submessage and map node of its
+// answer (most calls are cache hits, whose cost is mostly this).
+class GrpcTransposer::GetConfigMessages
+    : public grpc::MessageAllocator<v1::GetConfigRequest, v1::Answer> {
+ public:
+  grpc::MessageHolder<v1::GetConfigRequest, v1::Answer>* AllocateMessages() override {
+    return new Holder();
+  }
+
+ private:
+  class Holder : public grpc::MessageHolder<v1::GetConfigRequest, v1::Answer> {
+   public:
+    Holder() : arena_(Options(block_)) {
+      set_request(google::protobuf::Arena::CreateMessage<v1::GetConfigRequest>(&arena_));
+      set_response(google::protobuf::Arena::CreateMessage<v1::Answer>(&arena_));
+    }
+    void Release() override { delete this; }
+
+   private:
+    static constexpr size_t kBlockBytes = 8192;  // an answer with two devices takes ~3 KiB
+    static google::protobuf::ArenaOptions Options(char* block) {
+      google::protobuf::ArenaOptions o;
+      o.initial_block = block;
+      o.initial_block_size = kBlockBytes;
+      return o;
+    }
+    alignas(16) char block_[kBlockBytes];
+    google::protobuf::Arena arena_;  // after block_, which it uses first
+  };
+};
+
+GrpcTransposer::GrpcTransposer(TransposeService* service, RpcNotes* notes, AdminGate gate,
+                               CallLimiter* limiter)
+    : service_(service), device_protos_(DeviceProtos(service)),
+      get_config_messages_(std::make_unique<GetConfigMessages>()), notes_(notes),
+      gate_(std::move(gate)), limiter_(limiter) {
+  SetMessageAllocatorFor_GetConfig(get_config_messages_.get());
+}
+
+GrpcTransposer::~GrpcTransposer() = default;
 
 Status GrpcTransposer::Admit(const char* method, const grpc::CallbackServerContext* context,
                              CallLimiter::Slot* slot) const {
@@ -160,8 +211,7 @@ class GrpcTransposer::GetConfigCall : public Call<GetConfigCall, grpc::ServerUna
 
   void Begin(const v1::GetConfigRequest& request, v1::Answer* response) {
     response_ = response;
-    problem_ = DescribeProblem(ProblemFromProto(request.problem()), request.problem());
-    device_ = DescribeSelector(request.problem().device());
+    request_ = &request;
     const StatusOr<ConfigRequest> req = ConfigRequestFromProto(request);
     if (!req.ok()) {
       Complete(req.status());
@@ -179,8 +229,22 @@ class GrpcTransposer::GetConfigCall : public Call<GetConfigCall, grpc::ServerUna
   void Complete(const StatusOr<ConfigAnswer>& answer) {
     if (finished_.exchange(true)) return;
     std::string source = "-";
+    std::string device = DescribeSelector(request_->problem().device());
     if (answer.ok()) {
-      *response_ = AnswerToProto(answer->result, answer->source, &answer->measured_on);
+      // This daemon's devices are converted once (device_protos_).
+      const auto& protos = owner_->device_protos_;
+      const int index = answer->device_index;
+      const int measured = answer->measured_on.index;
+      if (index >= 0 && index < static_cast<int>(protos.size()) &&
+          answer->result.device.index == index) {
+        AnswerToProto(answer->result, answer->source, protos[index],
+                      measured >= 0 && measured < static_cast<int>(protos.size())
+                          ? protos[measured]
+                          : DeviceToProto(answer->measured_on),
+                      response_);
+      } else {
+        *response_ = AnswerToProto(answer->result, answer->source, &answer->measured_on);
+      }
       if (answer->source == AnswerSource::kNearest ||
           answer->source == AnswerSource::kHeuristic) {
         // Chosen, not measured, for this problem: no instance measured it, it is not stored.
@@ -189,20 +253,25 @@ class GrpcTransposer::GetConfigCall : public Call<GetConfigCall, grpc::ServerUna
       }
       if (answer->nearest_problem.has_value())
         *response_->mutable_nearest_problem() = ProblemToProto(*answer->nearest_problem);
-      device_ = std::to_string(answer->device_index);
+      device = std::to_string(answer->device_index);
       source = AnswerSourceName(answer->source);
     }
     // A hit is the bulk of the traffic and changes nothing: its line at debug (counted in the
-    // metrics, transposed_cache_hits_total).
-    owner_->Note(context_, "problem=" + problem_ + " device=" + device_ + " source=" + source,
-                 answer.ok() && answer->source == AnswerSource::kCache);
+    // metrics, transposed_cache_hits_total). The note is written only for a line that is logged.
+    const bool routine = answer.ok() && answer->source == AnswerSource::kCache;
+    std::string note;
+    if (spdlog::should_log(routine ? spdlog::level::debug : spdlog::level::info)) {
+      note = "problem=" +
+             DescribeProblem(ProblemFromProto(request_->problem()), request_->problem()) +
+             " device=" + device + " source=" + source;
+    }
+    owner_->Note(context_, std::move(note), routine);
     Finish(ToGrpcStatus(answer.status()));
   }
 
   // gRPC's, valid until OnDone; set first thing in Begin, then written only by the finisher.
   v1::Answer* response_ = nullptr;
-  std::string problem_;  // for the note; written before any answer can come
-  std::string device_;   // written by Begin, then only by the finisher
+  const v1::GetConfigRequest* request_ = nullptr;
   std::atomic<bool> finished_{false};
 };
 

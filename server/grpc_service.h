@@ -28,6 +28,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <memory>
+#include <vector>
 
 #include "server/call_limiter.h"
 #include "server/rpc_interceptor.h"
@@ -44,8 +46,8 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   // peers only. `limiter` (optional, must outlive this object) caps the GetConfig, Tune and TuneMany calls
   // open at once per client and in total (server/call_limiter.h).
   explicit GrpcTransposer(TransposeService* service, RpcNotes* notes = nullptr,
-                          AdminGate gate = AdminGate(), CallLimiter* limiter = nullptr)
-      : service_(service), notes_(notes), gate_(std::move(gate)), limiter_(limiter) {}
+                          AdminGate gate = AdminGate(), CallLimiter* limiter = nullptr);
+  ~GrpcTransposer() override;
 
   grpc::ServerUnaryReactor* GetConfig(grpc::CallbackServerContext* context,
                                       const v1::GetConfigRequest* request,
@@ -87,6 +89,7 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   template <typename Derived, typename Msg>
   class StreamCall;
   class GetConfigCall;
+  class GetConfigMessages;
   class TuneCall;
   class TuneManyCall;
 
@@ -102,6 +105,11 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
                CallLimiter::Slot* slot) const;
 
   TransposeService* const service_;
+  // The service's devices as Device messages (index = device), converted once: most answers
+  // are cache hits of these devices.
+  const std::vector<v1::Device> device_protos_;
+  // GetConfig's request and answer on one arena per call (set in the constructor).
+  std::unique_ptr<GetConfigMessages> get_config_messages_;
   RpcNotes* const notes_;
   const AdminGate gate_;
   CallLimiter* const limiter_;

@@ -608,6 +608,7 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
     if (from_peer) {
       from_peer->origin = Origin::kPeer;
       auto merged = store_->Merge(*from_peer);
+      answers_.Invalidate();
       if (!merged.ok())
         spdlog::error("peer result device={} problem={}: saving failed: {}", device, key,
                       merged.status().ToString());
@@ -653,6 +654,8 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       // A read-only database (said once at start): the answer is served, not stored.
       const auto store_start = std::chrono::steady_clock::now();
       Status saved = store_->read_only().empty() ? store_->SaveTune(*result) : Status::OK();
+      // Before the tune leaves inflight_: a request that then misses it reads the store.
+      answers_.Invalidate();
       result->breakdown.Add("daemon.store", std::chrono::duration<double>(
                                                 std::chrono::steady_clock::now() - store_start)
                                                 .count());
@@ -764,7 +767,9 @@ StatusOr<int64_t> TransposeService::DeleteEntries(const EntryQuery& query, bool 
   if (query.empty() && !all)
     return Status::InvalidArgument("filter: empty filter deletes everything; set all=true");
   TR_ASSIGN_OR_RETURN(StoreFilter filter, ResolveQuery(query));
-  return store_->Delete(filter);
+  auto deleted = store_->Delete(filter);
+  answers_.Invalidate();
+  return deleted;
 }
 
 int TransposeService::LocalIndexOf(const DeviceInfo& device) const {
@@ -790,7 +795,9 @@ StatusOr<MergeCounts> TransposeService::MergeEntries(const std::vector<TuneResul
       ++counts.refused_library_version;
       continue;
     }
-    TR_ASSIGN_OR_RETURN(bool stored, store_->Merge(r));
+    auto merged = store_->Merge(r);
+    answers_.Invalidate();
+    TR_ASSIGN_OR_RETURN(bool stored, std::move(merged));
     ++(stored ? counts.imported : counts.kept_existing);
   }
   return counts;

@@ -5,11 +5,12 @@
 // the Store when it can; on a miss it tunes, and concurrent requests for the same (device
 // fingerprint, problem key) share one tuning run ("single flight"). Lookups never wait behind a
 // tune: a hit, a CACHE_ONLY miss and an ANSWER_NOW answer are served in the daemon's process,
-// from the store through its in-memory read-through cache (answer_cache.h) and with a problem's
-// candidates computed here (Backend::Candidates never asks a worker process, whose requests
-// queue behind its measurements); the service lock is never held while tuning, and the store has
-// its own short lock. A hit checks the problem's shape only: its stored winner shows that a
-// configuration runs it.
+// from the store through its in-memory read-through cache (answer_cache.h; every write of the
+// service to the store invalidates it) and with a problem's candidates computed here
+// (Backend::Candidates never asks a worker process, whose requests queue behind its
+// measurements); the service lock is never held while tuning, and the store has its own short
+// lock. A hit checks the problem's shape only: its stored winner shows that a configuration
+// runs it.
 // Tune forces a fresh tune and reports every candidate result as it completes.
 //
 // Asynchronous: StartGetConfig / StartTune never block on a tune. They answer through a callback,
@@ -296,7 +297,9 @@ class TransposeService {
   std::vector<std::string> fingerprints_;
   std::vector<std::string> classes_;  // ClassOf(devices_[i]).key
   Store* const store_;
-  AnswerCache answers_{store_};  // the store's class lookups, read through (answer_cache.h)
+  // The store's class lookups, read through (answer_cache.h); every write of the service to the
+  // store invalidates it.
+  AnswerCache answers_{store_};
   const ServiceOptions options_;
 
   std::atomic<bool> shutdown_{false};

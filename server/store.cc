@@ -796,9 +796,11 @@ Store::Store(sqlite3* db) : db_(db) {}
 Store::~Store() {
   {
     MutexLock lock(&read_mu_);
+    sqlite3_finalize(version_stmt_);
     if (rdb_ != nullptr) sqlite3_close_v2(rdb_);
   }
   MutexLock lock(&mu_);
+  sqlite3_finalize(wversion_stmt_);
   sqlite3_close_v2(db_);
 }
 
@@ -1185,11 +1187,26 @@ StatusOr<std::vector<DeviceInfo>> Store::Devices() {
   });
 }
 
-static StatusOr<int64_t> DataVersion(sqlite3* db) {
-  TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, "PRAGMA data_version"));
-  TR_ASSIGN_OR_RETURN(bool row, st->Step());
-  if (!row) return Status::Internal("store: PRAGMA data_version answered no row");
-  return st->Int(0);
+// PRAGMA data_version on `db` through *stmt, prepared once for the connection *stmt_db (a lookup
+// runs it every time: no parse).
+static StatusOr<int64_t> DataVersion(sqlite3* db, sqlite3_stmt** stmt, sqlite3** stmt_db) {
+  if (*stmt == nullptr || *stmt_db != db) {
+    sqlite3_finalize(*stmt);
+    *stmt = nullptr;
+    *stmt_db = nullptr;
+    if (sqlite3_prepare_v3(db, "PRAGMA data_version", -1, SQLITE_PREPARE_PERSISTENT, stmt,
+                           nullptr) != SQLITE_OK) {
+      sqlite3_finalize(*stmt);
+      *stmt = nullptr;
+      return Internal(db, "prepare \"PRAGMA data_version\"");
+    }
+    *stmt_db = db;
+  }
+  const int rc = sqlite3_step(*stmt);
+  const int64_t v = rc == SQLITE_ROW ? sqlite3_column_int64(*stmt, 0) : 0;
+  sqlite3_reset(*stmt);
+  if (rc != SQLITE_ROW) return Internal(db, "step \"PRAGMA data_version\"");
+  return v;
 }
 
 StatusOr<StoreVersion> Store::Version() {
@@ -1197,13 +1214,13 @@ StatusOr<StoreVersion> Store::Version() {
     // A separate read connection sees every commit, ours (on db_) included, in data_version.
     MutexLock lock(&read_mu_);
     if (rdb_ != nullptr) {
-      TR_ASSIGN_OR_RETURN(int64_t v, DataVersion(rdb_));
+      TR_ASSIGN_OR_RETURN(int64_t v, DataVersion(rdb_, &version_stmt_, &version_stmt_db_));
       return StoreVersion{v, 0};
     }
   }
   // One connection: data_version counts other processes' commits, total_changes our own.
   MutexLock lock(&mu_);
-  TR_ASSIGN_OR_RETURN(int64_t v, DataVersion(db_));
+  TR_ASSIGN_OR_RETURN(int64_t v, DataVersion(db_, &wversion_stmt_, &wversion_stmt_db_));
   return StoreVersion{v, sqlite3_total_changes64(db_)};
 }
 

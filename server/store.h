@@ -25,6 +25,7 @@
 #include "core/tune_result.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace transposed {
 
@@ -127,6 +128,12 @@ class Store {
   Mutex read_mu_;
   sqlite3* rdb_ GUARDED_BY(read_mu_) = nullptr;  // set once by OpenWritable
   std::string read_only_reason_;                 // set once by Open, before the store is shared
+  // Version()'s PRAGMA data_version, prepared once per connection (the one it was prepared on is
+  // kept with it: a replaced connection gets a new statement).
+  sqlite3_stmt* version_stmt_ GUARDED_BY(read_mu_) = nullptr;
+  sqlite3* version_stmt_db_ GUARDED_BY(read_mu_) = nullptr;
+  sqlite3_stmt* wversion_stmt_ GUARDED_BY(mu_) = nullptr;
+  sqlite3* wversion_stmt_db_ GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace transposed
