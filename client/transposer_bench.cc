@@ -1,5 +1,5 @@
 // transposer_bench: the C++ user path (transposed::Transposer) on a GPU against the bandwidth
-// the daemon stored for each problem. Part of the user-path benchmark (python/bench_user_path.py
+// the daemon stored for each problem. Part of the user-path benchmark (python/bench/bench_user_path.py
 // writes the problem list and merges this program's JSON into its table; deploy/gpu.sh run).
 //
 //   transposer_bench --problems FILE --json OUT [--server ADDR] [--device I] [--host-calls N]

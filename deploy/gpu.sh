@@ -10,7 +10,7 @@
 #                                   # evaluation (tuner/cuda/run_gpu.sh), and the example batch job
 #                                   # (client/run_gpu_example.sh), the Python package against
 #                                   # torch (python/run_gpu.sh), the user-path benchmark
-#                                   # (python/bench_user_path.sh: OUTDIR/user_path/user_path.md,
+#                                   # (python/bench/bench_user_path.sh: OUTDIR/user_path/user_path.md,
 #                                   # Python and C++ callers against the daemon's stored
 #                                   # figures, torch, host cost, hit latency); logs in OUTDIR/*, plus
 #                                   # OUTDIR/logs.tar.gz holding all of them
@@ -56,7 +56,7 @@ case "${1:-}" in
     echo "==== Python package: transposed.transpose against torch"
     bash python/run_gpu.sh "$BUNDLE" "$out/python" || status=1
     echo "==== user path: Python and C++ callers against the daemon's stored figures"
-    bash python/bench_user_path.sh "$BUNDLE" "$out/user_path" || status=1
+    bash python/bench/bench_user_path.sh "$BUNDLE" "$out/user_path" || status=1
     tar -C "$out" -czf "$out/logs.tar.gz" kernels backend example python user_path
     echo "==== deploy/gpu.sh run: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
     exit $status

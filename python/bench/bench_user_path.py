@@ -1,5 +1,5 @@
 """The user-path benchmark (issue 21): what a PyTorch or C++ caller gets against what the daemon
-stored. Run by python/bench_user_path.sh under with_daemon (TRANSPOSED_SERVER set), in steps:
+stored. Run by python/bench/bench_user_path.sh under with_daemon (TRANSPOSED_SERVER set), in steps:
 
   bench_user_path.py --seed S --prepare FILE    the problem list (a fixed list, then seeded random
                                                 shapes) into FILE, each pre-tuned (TuneMany)
@@ -366,7 +366,7 @@ def main():
         "nvidia-smi --query-gpu=driver_version --format=csv,noheader").read().strip(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "seed": open(a.problems).readline().split()[2].rstrip(":"), "torch": torch.__version__,
-        "command": "deploy/gpu.sh run OUTDIR (python/bench_user_path.sh)"}
+        "command": "deploy/gpu.sh run OUTDIR (python/bench/bench_user_path.sh)"}
     md = table(rows, cpp, hosts, hits, meta)
     print(md)
     os.makedirs(a.out, exist_ok=True)

@@ -5,10 +5,11 @@
 # and during a tune. A fixed list plus RANDOM_N (default 4) seeded random shapes, a fresh seed each
 # run unless SEED is set (printed). LEGACY=FILE: also time an earlier version's _launch.py (git
 # show REV:python/transposed/_launch.py > FILE) side by side.
-#   python/bench_user_path.sh BUNDLE OUTDIR
+#   python/bench/bench_user_path.sh BUNDLE OUTDIR
 # BUNDLE: made by deploy/gpu.sh bundle (transposed, transposed-worker, with_daemon,
 # transposer_bench, python/). Needs python3 with torch and grpcio. OUTDIR receives bench.log,
-# daemon.log, problems.txt, cpp.json, user_path.md (the table) and user_path.json.
+# daemon.log, problems.txt, cpp.json, user_path.md (the table) and user_path.json. The script
+# lives outside python/ so that python3 imports the bundle's package (PYTHONPATH), not the sources.
 set -uo pipefail
 bundle=$(cd "${1:?usage: bench_user_path.sh BUNDLE OUTDIR}" && pwd)
 out=${2:?usage: bench_user_path.sh BUNDLE OUTDIR}
