@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "client/completion.h"
 #include "client/fleet.h"
 #include "client/format.h"
 #include "core/version.h"
@@ -611,51 +612,6 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
-// The long option names of a command and then of its parent (global flags are accepted after
-// the command too), each once, space separated.
-std::string OptionNames(const CLI::App& cmd, const CLI::App* parent = nullptr) {
-  std::string out;
-  std::set<std::string> seen;
-  for (const CLI::App* app : {&cmd, parent}) {
-    if (app == nullptr) continue;
-    for (const CLI::Option* o : app->get_options({})) {
-      for (const std::string& name : o->get_lnames())
-        if (seen.insert(name).second) out += " --" + name;
-    }
-  }
-  return out;
-}
-
-// A bash completion script generated from the command line definition itself, so it never lags
-// behind it: `source <(transposectl completion bash)`.
-std::string BashCompletion(const CLI::App& app) {
-  std::string names;
-  for (const CLI::App* sub : app.get_subcommands({})) names += " " + sub->get_name();
-  std::string pattern;  // "get|tune|...": a case pattern
-  for (const CLI::App* sub : app.get_subcommands({}))
-    pattern += (pattern.empty() ? "" : "|") + sub->get_name();
-  std::string out =
-      "# bash completion of transposectl (generated: transposectl completion bash)\n"
-      "_transposectl() {\n"
-      "  local cur=${COMP_WORDS[COMP_CWORD]} cmd= i words\n"
-      "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
-      "    case ${COMP_WORDS[i]} in " + pattern + ") cmd=${COMP_WORDS[i]}; break ;; esac\n"
-      "  done\n"
-      "  case $cmd in\n";
-  const std::string globals = OptionNames(app);
-  for (const CLI::App* sub : app.get_subcommands({})) {
-    std::string words = OptionNames(*sub, &app);
-    if (sub->get_name() == "completion") words += " bash";
-    out += "    " + sub->get_name() + ") words=\"" + words.substr(1) + "\" ;;\n";
-  }
-  out += "    *) words=\"" + names.substr(1) + globals + "\" ;;\n"
-         "  esac\n"
-         "  COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
-         "}\n"
-         "complete -F _transposectl transposectl\n";
-  return out;
-}
-
 int Main(int argc, char** argv) {
   Globals g;
   const char* env = std::getenv("TRANSPOSED_SERVER");
@@ -671,22 +627,27 @@ int Main(int argc, char** argv) {
                  "Daemon address HOST:PORT, or several separated by commas (env TRANSPOSED_SERVER)")
       ->capture_default_str();
   app.add_option("--servers-file", g.servers_file,
-                 "File with one daemon address per line (# comments): ask them all");
+                 "File with one daemon address per line (# comments): ask them all")
+      ->type_name("FILE");
   app.add_option("--parallel", g.parallel, "With several daemons: how many are asked at once")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxFleetParallelism));
   app.add_flag("--json", g.json, "Print JSON instead of text");
   app.add_flag("--tls", g.tls, "Connect with TLS (implied by --tls-ca and --tls-cert)");
-  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signed the daemon's certificate");
-  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)");
-  app.add_option("--tls-key", g.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-ca", g.tls_ca, "PEM CA that signed the daemon's certificate")
+      ->type_name("FILE");
+  app.add_option("--tls-cert", g.tls_cert, "PEM client certificate (mutual TLS)")
+      ->type_name("FILE");
+  app.add_option("--tls-key", g.tls_key, "PEM private key of --tls-cert")
+      ->type_name("FILE");
   app.add_option("--tls-server-name", g.tls_server_name,
                  "Name the daemon's certificate must carry (default: the host of --server)");
   const char* token_env = std::getenv("TRANSPOSED_TOKEN_FILE");
   if (token_env != nullptr) g.token_file = token_env;
   app.add_option("--token-file", g.token_file,
                  "File with the daemon's admin token, needed by tune, delete, export, import and "
-                 "tune --from --force (env TRANSPOSED_TOKEN_FILE)");
+                 "tune --from --force (env TRANSPOSED_TOKEN_FILE)")
+      ->type_name("FILE");
   app.add_option("--timeout", g.timeout, "Deadline of the call in seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -712,7 +673,8 @@ int Main(int argc, char** argv) {
   AddProblemFlags(tune, &tune_flags, /*required=*/false);
   tune->add_option("--from", tune_from,
                    "File of problems, one per line: ROWS COLS DTYPE [BATCH] or a JSON Problem "
-                   "(- for stdin); tunes those not cached yet, skips the others");
+                   "(- for stdin); tunes those not cached yet, skips the others")
+      ->type_name("FILE");
   tune->add_option("--budget", budget, "Tuning budget in seconds (0: the daemon's default)")
       ->check(CLI::NonNegativeNumber);
   tune->add_flag("--exhaustive", exhaustive, "Measure every candidate long (slow)");
@@ -744,14 +706,17 @@ int Main(int argc, char** argv) {
   std::string import_path;
   CLI::App* imp = app.add_subcommand(
       "import", "Merge entries written by export (faster winner kept, never a downgrade)");
-  imp->add_option("file", import_path, "The file export wrote (- for stdin)")->required();
+  imp->add_option("file", import_path, "The file export wrote (- for stdin)")
+      ->required()
+      ->type_name("FILE");
 
   std::string shell;
   CLI::App* completion = app.add_subcommand(
-      "completion", "Print a shell completion script: source <(transposectl completion bash)");
-  completion->add_option("shell", shell, "The shell (bash)")
+      "completion",
+      "Print a shell completion script (bash, zsh, fish): source <(transposectl completion bash)");
+  completion->add_option("shell", shell, "The shell: bash, zsh or fish")
       ->required()
-      ->check(CLI::IsMember({"bash"}));
+      ->check(CLI::IsMember(transposed::CompletionShells()));
 
   if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty())
     return Usage(unknown);
@@ -763,7 +728,7 @@ int Main(int argc, char** argv) {
   }
 
   if (completion->parsed()) {
-    std::cout << BashCompletion(app);
+    std::cout << transposed::CompletionScript(app, shell);
     return 0;
   }
 

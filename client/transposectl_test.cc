@@ -519,7 +519,7 @@ TEST_F(DaemonTest, ExitStatusesAndServerFromEnvironment) {
   for (const char* word : {"get)", "tune)", "devices)", "list)", "delete)", "export)", "import)",
                            "--server", "--json", "--cache-only", "--answer-now"})
     EXPECT_NE(completion.out.find(word), std::string::npos) << word << "\n" << completion.out;
-  EXPECT_EQ(Ctl({"completion", "fish"}, /*with_server=*/false).exit_code, 2);
+  EXPECT_EQ(Ctl({"completion", "powershell"}, /*with_server=*/false).exit_code, 2);
   CtlResult help = Ctl({"--help"});
   EXPECT_EQ(help.exit_code, 0) << help.Describe();
   EXPECT_NE(help.out.find("tune"), std::string::npos) << help.Describe();

@@ -10,7 +10,8 @@
 #   deploy/install-deps.sh [--ci]        everything CI (.ci/run) runs: also clang (the thread-
 #                                        safety build), node + npm and the pinned npm packages of
 #                                        the Kubernetes manifest validator, debootstrap and
-#                                        systemd (deploy/fresh-root-test.sh, systemd-analyze)
+#                                        systemd (deploy/fresh-root-test.sh, systemd-analyze),
+#                                        zsh and fish (the completion scripts' test)
 #   ... --list                           print the mode's Debian packages, install nothing
 # Package progress goes to a log file ($TMPDIR/transposed-install-deps.log), printed on failure.
 set -euo pipefail
@@ -47,6 +48,8 @@ if [ "$MODE" = ci ]; then
   # clang checks the thread-safety annotations (deploy/thread-safety.sh); debootstrap and systemd
   # (systemd-analyze) for deploy/fresh-root-test.sh and the unit's exposure check.
   PKGS+=(clang debootstrap systemd)
+  # zsh and fish: client/completion_test.sh runs transposectl's completion scripts in them.
+  PKGS+=(zsh fish)
   # node and npm run the Kubernetes manifest validator (deploy/kubernetes/validate/). A node that
   # is already installed (from any source) is used as it is.
   if ! { command -v node >/dev/null && command -v npm >/dev/null; }; then

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# CTest completion_test: the completion scripts of transposectl (client/completion.h) do what they
+# promise, in the shells themselves: bash always; zsh and fish where installed (CI installs both:
+# deploy/install-deps.sh --ci; with $CI set a missing one fails).
+#   client/completion_test.sh PATH/TO/transposectl
+set -euo pipefail
+ctl=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "completion_test: FAILED: $*" >&2; exit 1; }
+touch "$work/problems.txt" "$work/token"
+
+# bash: commands, a command's flags, --dtype values, file names for file options and import.
+"$ctl" completion bash > "$work/c.bash"
+bash_complete() {  # words... -> the candidates for the last word
+  bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _transposectl;
+           printf "%s\n" "${COMPREPLY[@]}"' _ "$work/c.bash" "$@"
+}
+[ "$(bash_complete transposectl ge)" = get ] || fail "bash: commands"
+bash_complete transposectl get --cache | grep -qx -- --cache-only || fail "bash: get's flags"
+[ "$(bash_complete transposectl get --dtype f3)" = f32 ] || fail "bash: --dtype values"
+[ "$(bash_complete transposectl tune --from "$work/prob")" = "$work/problems.txt" ] ||
+  fail "bash: --from file names"
+[ "$(bash_complete transposectl --token-file "$work/tok")" = "$work/token" ] ||
+  fail "bash: --token-file file names"
+bash_complete transposectl import "$work/pro" | grep -qx "$work/problems.txt" || fail "bash: import's file"
+[ -z "$(bash_complete transposectl get --rows 1)" ] || fail "bash: a number's value got candidates"
+bash_complete transposectl completion "" | grep -qx fish || fail "bash: completion's shells"
+
+have() {
+  command -v "$1" > /dev/null && return 0
+  [ -z "${CI:-}" ] || fail "$1 is not installed (deploy/install-deps.sh --ci)"
+  echo "completion_test: $1 not installed, its script not checked"
+  return 1
+}
+if have zsh; then
+  "$ctl" completion zsh > "$work/_transposectl"
+  zsh -n "$work/_transposectl" || fail "zsh: syntax"
+  # Loaded by compinit from $fpath (the documented install), and sourced.
+  out=$(zsh -f -c 'fpath=("$1" $fpath); autoload -U compinit && compinit -u -d "$1/.zcompdump";
+                   print -r -- ${_comps[transposectl]}' _ "$work")
+  [ "$out" = _transposectl ] || fail "zsh: compinit did not register _transposectl ($out)"
+  grep -q "dtype:(f16 bf16 f32" "$work/_transposectl" || fail "zsh: --dtype values"
+  grep -q -- "--token-file\[.*\]:file:_files" "$work/_transposectl" || fail "zsh: file options"
+fi
+if have fish; then
+  "$ctl" completion fish > "$work/c.fish"
+  fish -n "$work/c.fish" || fail "fish: syntax"
+  fish_complete() { fish -c "source '$work/c.fish'; complete -C '$1'" | cut -f1; }
+  fish_complete "transposectl " | grep -qx tune || fail "fish: commands"
+  fish_complete "transposectl get --dtype " | grep -qx bf16 || fail "fish: --dtype values"
+  fish_complete "transposectl tune --from $work/prob" | grep -qx "$work/problems.txt" ||
+    fail "fish: --from file names"
+  fish_complete "transposectl import $work/pro" | grep -qx "$work/problems.txt" ||
+    fail "fish: import's file"
+fi
+"$ctl" completion powershell > /dev/null 2>&1 && fail "an unknown shell was accepted"
+echo "completion_test: passed"
