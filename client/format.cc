@@ -72,6 +72,8 @@ std::string OriginName(v1::Origin origin) {
       return "imported";
     case v1::ORIGIN_PEER:
       return "peer";
+    case v1::ORIGIN_SHARED:
+      return "shared";
     default:
       return "unspecified";
   }
@@ -89,6 +91,8 @@ std::string SourceName(v1::Source source) {
       return "nearest";
     case v1::SOURCE_HEURISTIC:
       return "heuristic";
+    case v1::SOURCE_SHARED:
+      return "shared";
     default:
       return "unspecified";
   }

@@ -12,9 +12,9 @@
 
 namespace transposed {
 
-// "cache", "tuned", "peer" or "unspecified".
+// "cache", "tuned", "peer", "nearest", "heuristic", "shared" or "unspecified".
 std::string SourceName(v1::Source source);
-// "tuned", "imported", "peer" or "unspecified".
+// "tuned", "imported", "peer", "shared" or "unspecified".
 std::string OriginName(v1::Origin origin);
 
 // Milliseconds since the Unix epoch as ISO-8601 UTC, e.g. "2024-05-01T12:34:56.789Z".

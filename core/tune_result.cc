@@ -35,6 +35,8 @@ const char* AnswerSourceName(AnswerSource s) {
       return "nearest";
     case AnswerSource::kHeuristic:
       return "heuristic";
+    case AnswerSource::kShared:
+      return "shared";
   }
   return "unknown";
 }
@@ -47,12 +49,14 @@ std::string_view OriginName(Origin o) {
       return "imported";
     case Origin::kPeer:
       return "peer";
+    case Origin::kShared:
+      return "shared";
   }
   return "unknown";
 }
 
 std::optional<Origin> ParseOrigin(std::string_view name) {
-  for (Origin o : {Origin::kTuned, Origin::kImported, Origin::kPeer}) {
+  for (Origin o : {Origin::kTuned, Origin::kImported, Origin::kPeer, Origin::kShared}) {
     if (OriginName(o) == name) return o;
   }
   return std::nullopt;

@@ -50,8 +50,9 @@ enum class Origin {
   kTuned,     // tuned by this daemon
   kImported,  // imported (ImportEntries, --seed)
   kPeer,      // fetched from a peer daemon of the same device class on a miss (--peer)
+  kShared,    // read from the shared store (--shared-store): measured by a node of the class
 };
-// "tuned", "imported", "peer": the names stored in the database.
+// "tuned", "imported", "peer", "shared": the names stored in the database.
 std::string_view OriginName(Origin o);
 std::optional<Origin> ParseOrigin(std::string_view name);
 
@@ -79,10 +80,12 @@ struct TuneResult {
 // How an answer was produced: read from the store, or tuned by this request (or the tune it
 // joined).
 // kPeer: fetched from a peer daemon by this request (or the lookup it joined), then stored.
+// kShared: read from the shared store (--shared-store), tuned there by another node of the
+// class (this request may have waited for that node's tune), then stored.
 // kNearest / kHeuristic: an ANSWER_NOW miss answered at once (server/answer_now.h) while the
 // real tune runs in the background.
-enum class AnswerSource { kCache, kTuned, kPeer, kNearest, kHeuristic };
-// "cache" / "tuned" / "peer" / "nearest" / "heuristic"
+enum class AnswerSource { kCache, kTuned, kPeer, kNearest, kHeuristic, kShared };
+// "cache" / "tuned" / "peer" / "nearest" / "heuristic" / "shared"
 const char* AnswerSourceName(AnswerSource s);
 
 }  // namespace transposed

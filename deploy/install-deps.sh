@@ -35,14 +35,17 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git file
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev sqlite3 libspdlog-dev libcli11-dev nlohmann-json3-dev prometheus-cpp-dev
+  libhiredis-dev
   libgtest-dev libgmock-dev
   python3 python3-grpcio python3-protobuf python3-pip python3-setuptools
 )
 if [ "$MODE" != build ]; then
   # openssl makes the TLS/mTLS certificates of the security tests (server/security_e2e_test.cc);
   # python3-venv: the README's `pip install ./python` into a virtual environment (Debian's
-  # python3 is externally managed, PEP 668).
-  PKGS+=(openssl python3-venv)
+  # python3 is externally managed, PEP 668); redis-server: the shared store's tests
+  # (server/fleet_flight_test.cc, server/fleet_herd_test.cc) start a real one on loopback (the
+  # daemon itself needs only libhiredis, for --shared-store).
+  PKGS+=(openssl python3-venv redis-server)
 fi
 if [ "$MODE" = ci ]; then
   # clang checks the thread-safety annotations (deploy/thread-safety.sh); debootstrap and systemd

@@ -42,6 +42,8 @@ pb::Source SourceToProto(AnswerSource s) {
       return pb::SOURCE_NEAREST;
     case AnswerSource::kHeuristic:
       return pb::SOURCE_HEURISTIC;
+    case AnswerSource::kShared:
+      return pb::SOURCE_SHARED;
   }
   return pb::SOURCE_UNSPECIFIED;
 }
@@ -54,6 +56,8 @@ pb::Origin OriginToProto(Origin o) {
       return pb::ORIGIN_IMPORTED;
     case Origin::kPeer:
       return pb::ORIGIN_PEER;
+    case Origin::kShared:
+      return pb::ORIGIN_SHARED;
   }
   return pb::ORIGIN_UNSPECIFIED;
 }

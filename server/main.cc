@@ -34,6 +34,7 @@
 #include "server/backends.h"
 #include "server/connection_limiter.h"
 #include "server/convert.h"
+#include "server/fleet_flight.h"
 #include "server/grpc_service.h"
 #include "server/listener_watch.h"
 #include "server/metrics.h"
@@ -73,6 +74,32 @@ struct Flags {
   std::string peer_tls_server_name;
   std::string seed;
   std::string instance_id;
+  int peer_fanout = 4;
+  std::string shared_store;
+  std::string shared_store_password_file;
+  double shared_store_timeout = 0.1;
+  double shared_store_lease = 10;
+};
+
+// The health status "transposed.shared_store" of the server running now: set from the shared
+// store's thread when it goes down or comes back, and by each (re)built server.
+class SharedHealth {
+ public:
+  void Attach(grpc::HealthCheckServiceInterface* health) EXCLUDES(mu_) {
+    transposed::MutexLock l(&mu_);
+    health_ = health;
+    if (health_ != nullptr) health_->SetServingStatus("transposed.shared_store", available_);
+  }
+  void Set(bool available) EXCLUDES(mu_) {
+    transposed::MutexLock l(&mu_);
+    available_ = available;
+    if (health_ != nullptr) health_->SetServingStatus("transposed.shared_store", available_);
+  }
+
+ private:
+  transposed::Mutex mu_;
+  grpc::HealthCheckServiceInterface* health_ GUARDED_BY(mu_) = nullptr;
+  bool available_ GUARDED_BY(mu_) = false;
 };
 
 // A log file sink that can reopen its file (after logrotate moved it away): spdlog's
@@ -279,6 +306,27 @@ int main(int argc, char** argv) {
                  "deadline of one peer lookup (all peers together), seconds")
       ->check(CLI::Range(0.01, 60.0))
       ->capture_default_str();
+  app.add_option("--peer-fanout", flags.peer_fanout,
+                 "peers asked per miss, drawn at random from all the --peer addresses (a miss "
+                 "never asks every node of a large fleet: use --shared-store there)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--shared-store", flags.shared_store,
+                 "redis://[user@]host:port[/db]: share tuned results with every daemon of the same "
+                 "device class through this Redis (one tune per class; the local database stays "
+                 "the cache). No password here: --shared-store-password-file");
+  app.add_option("--shared-store-password-file", flags.shared_store_password_file,
+                 "file holding the Redis password (AUTH; with a user in the URL, the ACL user's)");
+  app.add_option("--shared-store-timeout", flags.shared_store_timeout,
+                 "deadline of connecting to the shared store and of each round trip, seconds: the "
+                 "most a miss waits for it before tuning locally")
+      ->check(CLI::Range(0.001, 10.0))
+      ->capture_default_str();
+  app.add_option("--shared-store-lease", flags.shared_store_lease,
+                 "life of the class-wide lease on a problem being tuned, seconds (renewed every "
+                 "third while the tune runs; a dead node's lease is taken over after it)")
+      ->check(CLI::Range(0.3, 3600.0))
+      ->capture_default_str();
   app.add_option("--peer-tls-ca", flags.peer_tls_ca,
                  "PEM CA that signed the peers' certificates: ask peers over TLS");
   app.add_option("--peer-tls-cert", flags.peer_tls_cert,
@@ -396,6 +444,7 @@ int main(int argc, char** argv) {
     transposed::PeerOptions peer_options;
     peer_options.peers = flags.peers;
     peer_options.deadline_seconds = flags.peer_timeout;
+    peer_options.fanout = flags.peer_fanout;
     // TLS to peers: the client's credentials code (client/client.h), from --peer-tls-* files.
     transposed::ClientOptions peer_tls;
     peer_tls.tls_ca_file = flags.peer_tls_ca;
@@ -436,6 +485,57 @@ int main(int argc, char** argv) {
       }
       return std::move(row).value();
     };
+  }
+  // The shared store: created before the service (which stops it), destroyed after it.
+  SharedHealth shared_health;
+  std::unique_ptr<transposed::FleetFlight> shared;
+  if (flags.shared_store.empty() && !flags.shared_store_password_file.empty()) {
+    std::fprintf(stderr, "transposed: --shared-store-password-file: given without --shared-store\n");
+    return 2;
+  }
+  if (!flags.shared_store.empty()) {
+    auto url = transposed::ParseRedisUrl(flags.shared_store);
+    if (!url.ok()) {
+      std::fprintf(stderr, "transposed: %s\n", url.status().message().c_str());
+      return 2;
+    }
+    transposed::FleetOptions fleet;
+    fleet.store.url = *url;
+    fleet.store.timeout_seconds = flags.shared_store_timeout;
+    if (!flags.shared_store_password_file.empty()) {
+      auto password = transposed::ReadTokenFile(flags.shared_store_password_file,
+                                                "--shared-store-password-file");
+      if (!password.ok()) {
+        spdlog::error("{}", password.status().message());
+        return 1;
+      }
+      fleet.store.password = std::move(password).value();
+    }
+    fleet.lease_seconds = flags.shared_store_lease;
+    for (const auto& b : *backends) {
+      std::pair<std::string, std::string> cls{b->device().library_version,
+                                              transposed::ClassOf(b->device()).key};
+      if (std::find(fleet.classes.begin(), fleet.classes.end(), cls) == fleet.classes.end())
+        fleet.classes.push_back(cls);
+    }
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    fleet.owner = std::string(host) + "/" + std::to_string(getpid()) +
+                  (flags.instance_id.empty() ? "" : "/" + flags.instance_id);
+    fleet.on_availability = [&shared_health](bool available, const std::string&) {
+      shared_health.Set(available);
+    };
+    auto created = transposed::FleetFlight::Create(std::move(fleet));
+    if (!created.ok()) {
+      std::fprintf(stderr, "transposed: %s\n", created.status().message().c_str());
+      return 2;
+    }
+    shared = std::move(created).value();
+    options.shared = shared.get();
+    spdlog::info("shared store: {} ({}, timeout {} s, lease {} s); health service "
+                 "'transposed.shared_store' says whether it answers",
+                 url->ToString(), flags.shared_store_password_file.empty() ? "no password" : "password",
+                 flags.shared_store_timeout, flags.shared_store_lease);
   }
   auto service =
       transposed::TransposeService::Create(std::move(backends).value(), store->get(), options);
@@ -493,7 +593,9 @@ int main(int argc, char** argv) {
   struct Serving {
     std::unique_ptr<transposed::GrpcTransposer> shell;
     std::unique_ptr<grpc::Server> server;
+    SharedHealth* shared_health = nullptr;
     void Reset() {
+      if (shared_health != nullptr) shared_health->Attach(nullptr);  // before the server goes
       server.reset();
       shell.reset();
     }
@@ -522,6 +624,10 @@ int main(int argc, char** argv) {
       if (auto* health = s.server->GetHealthCheckService()) {
         health->SetServingStatus(transposed::v1::Transposer::service_full_name(), true);
         health->SetServingStatus("transposed.store", !store_read_only);
+        if (shared) {
+          s.shared_health = &shared_health;
+          shared_health.Attach(health);
+        }
       }
     }
     return s;
@@ -551,6 +657,7 @@ int main(int argc, char** argv) {
   if (!flags.metrics_listen.empty()) {
     metrics.Attach(service->get(), store->get(), &connection_limiter,
                    flags.metrics_entry_ratios);
+    if (shared) metrics.AttachShared(shared.get());
     auto metrics_port = metrics.Serve(flags.metrics_listen);
     if (!metrics_port.ok()) {
       spdlog::error("cannot serve metrics: {}", metrics_port.status().ToString());
@@ -662,6 +769,16 @@ int main(int argc, char** argv) {
       "counters tunes_started={} tunes_completed={} tunes_failed={} cache_hits={} "
       "cache_misses={}",
       c.tunes_started, c.tunes_completed, c.tunes_failed, c.cache_hits, c.cache_misses);
+  if (shared) {
+    const transposed::FleetCounters f = shared->counters();
+    spdlog::info(
+        "shared store counters misses={} found={} leases={} waits={} unavailable={} refused={} "
+        "round_trips={} connects={} published={} kept={} dropped={} leases_lost={} "
+        "notifications={}",
+        f.resolves, f.found, f.leases, f.waits, f.unavailable, f.refused, f.round_trips,
+        f.connects, f.published_written, f.published_kept, f.dropped, f.leases_lost,
+        f.notifications);
+  }
   service->reset();  // joins the device workers (already joined by Shutdown)
   store->reset();    // closes the database
   spdlog::info("shutdown complete");

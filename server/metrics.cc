@@ -48,6 +48,10 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
     connections_ = connections;
     entry_ratios_ = entry_ratios;
   }
+  void AttachShared(const FleetFlight* shared) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    shared_ = shared;
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mu_) {
     MutexLock l(&mu_);
@@ -124,6 +128,7 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
                              "TLS, idle ones included)",
                              static_cast<double>(connections_->OpenTotal())));
     }
+    if (shared_ != nullptr) AddShared(shared_->counters(), &out);
     return out;
   }
 
@@ -148,7 +153,39 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
     return f;
   }
 
+  // The shared store's (--shared-store) counters and availability.
+  static void AddShared(const FleetCounters& c, std::vector<prometheus::MetricFamily>* out) {
+    out->push_back(OneGauge("transposed_shared_store_available",
+                            "1 while the shared store (--shared-store) answers; 0: misses are "
+                            "answered from local tunes",
+                            c.available ? 1 : 0));
+    const std::pair<const char*, std::pair<int64_t, const char*>> counters[] = {
+        {"round_trips", {c.round_trips, "Round trips to the shared store (a pipeline counts once)"}},
+        {"connects", {c.connects, "Connections attempted to the shared store"}},
+        {"misses", {c.resolves, "Local misses that asked the shared store"}},
+        {"found", {c.found, "Misses answered with a result of the shared store"}},
+        {"leases", {c.leases, "Class-wide leases taken: this daemon tuned for its class"}},
+        {"waits", {c.waits, "Misses that waited for another node's tune"}},
+        {"refused", {c.refused, "Values refused (format, garbage, class, problem): never served"}},
+        {"unavailable", {c.unavailable, "Misses tuned locally: the shared store did not answer"}},
+        {"published", {c.published_written, "Winners written to the shared store"}},
+        {"kept", {c.published_kept, "Winners not written: the stored one was as fast or faster"}},
+        {"dropped", {c.dropped, "Writes lost to an unavailable shared store"}},
+        {"leases_lost", {c.leases_lost, "Leases that expired while this daemon tuned"}},
+        {"notifications", {c.notifications, "Messages received on the subscription"}},
+    };
+    for (const auto& [name, value] : counters) {
+      prometheus::MetricFamily f{std::string("transposed_shared_store_") + name + "_total",
+                                 value.second, prometheus::MetricType::Counter, {}};
+      prometheus::ClientMetric m;
+      m.counter.value = static_cast<double>(value.first);
+      f.metric.push_back(std::move(m));
+      out->push_back(std::move(f));
+    }
+  }
+
   mutable Mutex mu_;
+  const FleetFlight* shared_ GUARDED_BY(mu_) = nullptr;
   const TransposeService* service_ GUARDED_BY(mu_) = nullptr;
   Store* store_ GUARDED_BY(mu_) = nullptr;
   ConnectionLimiter* connections_ GUARDED_BY(mu_) = nullptr;
@@ -230,6 +267,8 @@ void Metrics::Attach(const TransposeService* service, Store* store,
                      ConnectionLimiter* connections, bool entry_ratios) {
   scrape_->Attach(service, store, connections, entry_ratios);
 }
+
+void Metrics::AttachShared(const FleetFlight* shared) { scrape_->AttachShared(shared); }
 
 StatusOr<int> Metrics::Serve(const std::string& listen) {
   MutexLock l(&mu_);

@@ -36,6 +36,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "server/connection_limiter.h"
+#include "server/fleet_flight.h"
 #include "server/rpc_interceptor.h"
 #include "server/service.h"
 #include "server/store.h"
@@ -58,6 +59,8 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   // entry_ratios: also the per-entry transposed_entry_best_ratio series.
   void Attach(const TransposeService* service, Store* store,
               ConnectionLimiter* connections = nullptr, bool entry_ratios = false) EXCLUDES(mu_);
+  // The shared store's counters (transposed_shared_store_*); it must outlive the exposer.
+  void AttachShared(const FleetFlight* shared);
   // Serves /metrics on HOST:PORT (port 0: any free port); the bound port. UNAVAILABLE when it
   // cannot listen there.
   StatusOr<int> Serve(const std::string& listen) EXCLUDES(mu_);

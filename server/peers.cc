@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -48,6 +49,9 @@ StatusOr<std::unique_ptr<PeerSet>> PeerSet::Create(PeerOptions options) {
                                      p.substr(0, 100) + "'");
     }
   }
+  if (options.fanout < 1 || options.fanout > options.max_addresses)
+    return Status::InvalidArgument("--peer-fanout: must be in 1.." +
+                                   std::to_string(options.max_addresses));
   if (!(options.deadline_seconds > 0) || options.deadline_seconds > 60)
     return Status::InvalidArgument("--peer-timeout: must be in (0, 60] seconds");
   if (!options.credentials) options.credentials = grpc::InsecureChannelCredentials();
@@ -111,8 +115,13 @@ std::shared_ptr<v1::Transposer::Stub> PeerSet::StubFor(const Address& address) {
 
 std::optional<v1::Answer> PeerSet::Lookup(const std::string& device_class,
                                           const v1::Problem& problem) {
-  const auto addresses = Resolve();
+  auto addresses = Resolve();
   if (addresses.empty()) return std::nullopt;
+  if (static_cast<int>(addresses.size()) > options_.fanout) {
+    MutexLock l(&mu_);
+    std::shuffle(addresses.begin(), addresses.end(), random_);
+    addresses.resize(options_.fanout);
+  }
   v1::GetConfigRequest request;
   *request.mutable_problem() = problem;
   request.mutable_problem()->clear_device();

@@ -3,8 +3,12 @@
 //
 // Every --peer is resolved (getaddrinfo) at each lookup to all its addresses, so one name that
 // resolves to many daemons (a Kubernetes headless Service) counts as all of them. All addresses
-// are asked at once with GetConfig{device_class, CACHE_ONLY} under one short deadline; the
-// fastest answer measured on the class wins. A peer that is down, slow, of another class or
+// are candidates; `fanout` of them, drawn at random at each lookup, are asked at once with
+// GetConfig{device_class, CACHE_ONLY} under one short deadline; the fastest answer measured on the
+// class wins. A miss thus costs `fanout` lookups, not one per node (N nodes missing together cost
+// N * fanout, not N * N); the draw spreads the load. Peers find what another node already has,
+// but do not stop a herd from tuning the same problem on every node: the shared store
+// (server/fleet_flight.h) does. A peer that is down, slow, of another class or
 // without the entry simply does not answer: no peer is required for anything to work. A daemon
 // that is its own peer (it is in the Service too) answers NOT_FOUND, since it is asking because
 // it missed; cache-only requests never consult peers, so questions are never forwarded again.
@@ -17,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,7 +34,8 @@ namespace transposed {
 struct PeerOptions {
   std::vector<std::string> peers;  // HOST:PORT each; [v6addr]:PORT for IPv6 literals
   double deadline_seconds = 2.0;   // for one lookup, all peers together
-  int max_addresses = 64;          // most addresses asked per lookup (all peers together)
+  int max_addresses = 64;          // most addresses resolved per lookup (all peers together)
+  int fanout = 4;                  // addresses asked per lookup, drawn at random from those
   // Credentials of the channels to peers (TLS or mutual TLS: --peer-tls-*, made by
   // ChannelCredentialsFor of client/client.h); default: insecure.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -46,7 +52,8 @@ class PeerSet {
 
   // The fastest cached answer of the peers for `problem` on a device of `device_class`, or
   // nullopt when none has one within the deadline. `problem.device` is ignored.
-  std::optional<v1::Answer> Lookup(const std::string& device_class, const v1::Problem& problem);
+  std::optional<v1::Answer> Lookup(const std::string& device_class, const v1::Problem& problem)
+      EXCLUDES(mu_);
 
   const std::vector<std::string>& peers() const { return options_.peers; }
 
@@ -63,6 +70,7 @@ class PeerSet {
   const PeerOptions options_;
   Mutex mu_;
   std::map<std::string, std::shared_ptr<v1::Transposer::Stub>> stubs_ GUARDED_BY(mu_);
+  std::mt19937_64 random_ GUARDED_BY(mu_){std::random_device{}()};
 };
 
 }  // namespace transposed

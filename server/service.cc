@@ -117,6 +117,7 @@ struct TransposeService::Job {
   std::string key;  // fingerprint|problem key
   TuneOptions options;
   bool forced = false;              // from Tune: a fresh tune (no peer lookup)
+  std::string lease;                // the shared store's class-wide lease it tunes under
   std::atomic<bool> cancel{false};  // passed to RunTune
 
   Mutex mu;  // after the service's mu_
@@ -192,8 +193,11 @@ void TransposeService::Shutdown() {
       queues_[d].clear();
       wake_[d]->SignalAll();
     }
+    // Jobs waiting for the shared store are in neither (answering one twice is harmless).
+    for (auto& [key, job] : inflight_) jobs.push_back(job);
     inflight_.clear();
   }
+  if (options_.shared != nullptr) options_.shared->Stop();
   // Answer everyone now rather than when the running tunes notice the cancellation.
   for (auto& job : jobs) {
     job->cancel.store(true);
@@ -301,6 +305,14 @@ std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int devic
   job->key = fingerprints_[device] + "|" + problem.Key();
   job->options = std::move(options);
   job->forced = forced;
+  if (!forced && options_.shared != nullptr) {
+    // A miss asks the class first; the job goes on the device's queue only if it is to tune here
+    // (OnSharedOutcome). Resolve() only queues: it never blocks under mu_.
+    options_.shared->Resolve(devices_[device], problem, [this, job](SharedOutcome outcome) {
+      OnSharedOutcome(job, std::move(outcome));
+    });
+    return job;
+  }
   queues_[device].push_back(job);
   wake_[device]->Signal();
   return job;
@@ -682,6 +694,47 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
     if (options_.observer != nullptr)
       options_.observer->OnTuneFinished(device, result.status(), seconds);
   }
+  if (options_.shared != nullptr) {
+    // The class gets the winner (kept only if faster than its stored one); a failed tune gives
+    // the lease up so that another node of the class may tune.
+    if (result.ok())
+      options_.shared->Publish(*result, job->lease);
+    else
+      options_.shared->Release(devices_[device], job->problem, job->lease);
+  }
+  FinishJob(device, job, std::move(result), source);
+}
+
+void TransposeService::OnSharedOutcome(const std::shared_ptr<Job>& job, SharedOutcome outcome) {
+  const int device = job->device;
+  if (outcome.kind == SharedOutcome::Kind::kFound) {
+    TuneResult r = std::move(*outcome.result);
+    r.origin = Origin::kShared;
+    // Stored before the job leaves inflight_, so a request that misses it there finds it stored.
+    if (store_->read_only().empty()) {
+      auto merged = store_->Merge(r);
+      if (!merged.ok())
+        spdlog::error("shared result device={} problem={}: saving failed: {}", device,
+                      job->problem.Key(), merged.status().ToString());
+    }
+    spdlog::info("tune skipped device={} problem={}: shared result variant={} gbps={:.2f} "
+                 "measured_on={}",
+                 device, job->problem.Key(), r.best.name, r.gbps(), r.device.uuid);
+    FinishJob(device, job, std::move(r), AnswerSource::kShared);
+    return;
+  }
+  if (outcome.kind == SharedOutcome::Kind::kUnavailable)
+    spdlog::debug("device={} problem={}: tuning locally ({})", device, job->problem.Key(),
+                  outcome.reason);
+  MutexLock l(&mu_);
+  if (shutdown_.load()) return;  // Shutdown() answered its waiters
+  job->lease = std::move(outcome.lease);
+  queues_[device].push_back(job);
+  wake_[device]->Signal();
+}
+
+void TransposeService::FinishJob(int device, const std::shared_ptr<Job>& job,
+                                 StatusOr<TuneResult> result, AnswerSource source) {
   std::vector<std::shared_ptr<Waiter>> waiters;
   {
     MutexLock l(&mu_);

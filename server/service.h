@@ -42,6 +42,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "server/answer_cache.h"
+#include "server/shared_flight.h"
 #include "server/store.h"
 #include "tuner/backend.h"
 #include "tuner/tuner.h"
@@ -143,6 +144,11 @@ struct ServiceOptions {
   // Empty: no peers. A GetConfig miss (not cache-only, not a forced Tune) asks the peers first
   // and tunes only when none has the result; a peer's result is stored with origin kPeer.
   PeerLookupFn peer_lookup;
+  // Null: no shared store. Otherwise a miss that would tune asks it first (server/shared_flight.h):
+  // a shared result is stored (origin kShared) and answered (kShared); the class's lease tunes
+  // here; another node's lease waits for its result without a device slot. Every tune's winner
+  // is offered to it. Must outlive the service; Shutdown() stops it.
+  SharedFlight* shared = nullptr;
 };
 
 // ListEntries pages: page_size 0 means kDefaultPageSize; larger than kMaxPageSize is cut to it.
@@ -289,6 +295,12 @@ class TransposeService {
                                      AnswerFn done) REQUIRES(mu_);
   void WorkerLoop(int device) EXCLUDES(mu_);
   void RunJob(int device, const std::shared_ptr<Job>& job) EXCLUDES(mu_);
+  // The shared store's answer to a job's miss (on its thread): a result answers the job, a lease
+  // or an unavailable store puts it on its device's queue.
+  void OnSharedOutcome(const std::shared_ptr<Job>& job, SharedOutcome outcome) EXCLUDES(mu_);
+  // Ends a job: leaves inflight_ (and running_), answers its waiters with `result`.
+  void FinishJob(int device, const std::shared_ptr<Job>& job, StatusOr<TuneResult> result,
+                 AnswerSource source) EXCLUDES(mu_);
   std::string DeviceList() const;
   StatusOr<StoreFilter> ResolveQuery(const EntryQuery& query) const;
 
