@@ -375,7 +375,9 @@ class FleetFlight::Worker {
     p.waiting = true;
     const long long pttl = v.elements.size() > 2 ? v.elements[2].integer : 0;
     auto next = std::chrono::milliseconds(std::clamp<long long>(pttl, 0, lease_.count()) + 10);
-    if (!sub_) next = std::min<std::chrono::milliseconds>(next, Ms(1.0));
+    if (!sub_)
+      next = std::min<std::chrono::milliseconds>(
+          next, std::chrono::duration_cast<std::chrono::milliseconds>(kPollWithoutSubscription));
     p.next_check = now + next;
   }
 
