@@ -11,7 +11,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 bool IsFinal(v1::Source s) {
-  return s == v1::SOURCE_CACHE || s == v1::SOURCE_TUNED || s == v1::SOURCE_PEER;
+  return s == v1::SOURCE_CACHE || s == v1::SOURCE_TUNED || s == v1::SOURCE_PEER ||
+         s == v1::SOURCE_SHARED;
 }
 
 Status Cuda(cudaError_t e, const std::string& what) {

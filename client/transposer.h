@@ -56,7 +56,7 @@ class Transposer {
   struct Plan {
     v1::Answer answer;  // the daemon's answer (variant, gbps, source)
     kernels::PreparedLaunch launch;
-    bool final = false;  // SOURCE_CACHE or SOURCE_TUNED: never asked again
+    bool final = false;  // a measured winner (cache, tuned, peer, shared): never asked again
     std::chrono::steady_clock::time_point asked;
   };
 

@@ -296,7 +296,8 @@ def _answer(client, device_uuid, rows, cols, dtype, batch, ld_in, ld_out, policy
                             f"{answer.variant.backend or 'non-CUDA'} configuration "
                             f"({answer.variant.name}); it needs its CUDA backend")
     hit = (answer.variant.name,
-           answer.source in (pb.SOURCE_CACHE, pb.SOURCE_TUNED, pb.SOURCE_PEER), now)
+           answer.source in (pb.SOURCE_CACHE, pb.SOURCE_TUNED, pb.SOURCE_PEER,
+                             pb.SOURCE_SHARED), now)
     with _lock:
         if len(_answers) >= MAX_HANDLES:
             _answers.clear()
