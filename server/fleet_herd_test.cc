@@ -25,6 +25,7 @@
 #include "client/client.h"
 #include "server/shared_store.h"
 #include "testing/daemon_process.h"
+#include "testing/grpc_health.h"
 #include "testing/redis_process.h"
 
 namespace transposed {
@@ -350,7 +351,26 @@ TEST(FleetFailureTest, RedisDownOrHungAddsAtMostTheTimeout) {
       n.overhead.push_back(seconds - answer->tune_seconds());
     }
   }
+  // The health service says so: "transposed.shared_store" NOT_SERVING while the daemon itself
+  // serves; a daemon without a shared store has no such service.
+  auto health = [](testing::DaemonProcess* d, const std::string& service) {
+    std::string bytes;
+    grpc::Status st = testing::HealthCheck(d->address(), service, &bytes);
+    return st.ok() ? bytes : "code " + std::to_string(st.error_code());
+  };
+  EXPECT_EQ(health(down.get(), "transposed.shared_store"), testing::kNotServing);
+  EXPECT_EQ(health(hanging.get(), "transposed.shared_store"), testing::kNotServing);
+  EXPECT_EQ(health(hanging.get(), "transposed.v1.Transposer"), testing::kServing);
+  EXPECT_EQ(health(local.get(), "transposed.shared_store"),
+            "code " + std::to_string(grpc::StatusCode::NOT_FOUND));
   hung.Resume();
+  // Sharing resumes by itself: the daemon reconnects within about a second.
+  std::string resumed;
+  for (int tries = 0; tries < 60 && resumed != testing::kServing; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    resumed = health(hanging.get(), "transposed.shared_store");
+  }
+  EXPECT_EQ(resumed, testing::kServing);
   const double base = Percentile(nodes[0].overhead, 100);
   for (auto& n : nodes) {
     std::printf("%s: answer minus tune time p50=%.3f max=%.3f s\n", n.name,

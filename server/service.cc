@@ -174,6 +174,7 @@ TransposeService::TransposeService(std::vector<std::unique_ptr<Backend>> backend
     MutexLock l(&mu_);
     queues_.resize(backends_.size());
     running_.resize(backends_.size());
+    shared_waiting_.resize(backends_.size());
   }
   for (size_t i = 0; i < backends_.size(); ++i) wake_.push_back(std::make_unique<CondVar>());
   for (size_t i = 0; i < backends_.size(); ++i)
@@ -283,7 +284,8 @@ Status TransposeService::CheckProblem(const Problem& problem, int device,
 
 Status TransposeService::CheckQueueLocked(int device) const {
   const auto& queue = queues_[device];
-  const int queued = static_cast<int>(queue.size());
+  // Misses waiting for the shared store count too: each may come back to tune here.
+  const int queued = static_cast<int>(queue.size()) + shared_waiting_[device];
   if (queued < options_.max_queued_tunes) return Status::OK();
   // Every queued tune and the running one may take up to their budget.
   double wait = running_[device] ? running_[device]->options.budget_seconds : 0;
@@ -308,6 +310,7 @@ std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int devic
   if (!forced && options_.shared != nullptr) {
     // A miss asks the class first; the job goes on the device's queue only if it is to tune here
     // (OnSharedOutcome). Resolve() only queues: it never blocks under mu_.
+    ++shared_waiting_[device];
     options_.shared->Resolve(devices_[device], problem, [this, job](SharedOutcome outcome) {
       OnSharedOutcome(job, std::move(outcome));
     });
@@ -707,6 +710,10 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
 
 void TransposeService::OnSharedOutcome(const std::shared_ptr<Job>& job, SharedOutcome outcome) {
   const int device = job->device;
+  {
+    MutexLock l(&mu_);
+    --shared_waiting_[device];
+  }
   if (outcome.kind == SharedOutcome::Kind::kFound) {
     TuneResult r = std::move(*outcome.result);
     r.origin = Origin::kShared;

@@ -327,6 +327,8 @@ class TransposeService {
   // Per device: tunes waiting for the worker, the one it runs, and its wake-up.
   std::vector<std::deque<std::shared_ptr<Job>>> queues_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Job>> running_ GUARDED_BY(mu_);
+  // Per device: misses waiting for the shared store (counted against --max-queued-tunes).
+  std::vector<int> shared_waiting_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<CondVar>> wake_;  // one per device, on mu_
   std::vector<std::thread> threads_;            // one per device
   Mutex join_mu_;                               // serialises Shutdown's joins

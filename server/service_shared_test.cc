@@ -95,6 +95,7 @@ class ServiceSharedTest : public ::testing::Test {
     o.tune_budget_seconds = 30;
     o.tune.quick = {0, 1, 0, 1};
     o.tune.final = {0, 1, 0, 1};
+    o.max_queued_tunes = 2;
     o.shared = &flight_;
     auto s = TransposeService::Create(std::move(backends), store_.get(), o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -221,6 +222,26 @@ TEST_F(ServiceSharedTest, AWaitingMissHoldsNoDeviceSlotAndIsCancelledAtShutdown)
   EXPECT_EQ(a.status().code(), StatusCode::kCancelled);
   MutexLock l(&flight_.mu);
   EXPECT_TRUE(flight_.stopped);
+}
+
+TEST_F(ServiceSharedTest, MissesWaitingForTheClassCountAgainstTheQueueLimit) {
+  Start();  // max_queued_tunes 2
+  auto a = Ask(P(96, 64));
+  auto b = Ask(P(96, 96));
+  auto c = Ask(P(96, 128)).get();
+  ASSERT_FALSE(c.ok()) << "a third distinct miss while two wait: memory stays bounded";
+  EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(flight_.Pending(), 2u);
+  SharedOutcome found;
+  found.kind = SharedOutcome::Kind::kFound;
+  found.result = FromAnotherNode(P(96, 64));
+  ASSERT_TRUE(flight_.Answer(found));
+  ASSERT_TRUE(a.get().ok());
+  auto d = Ask(P(96, 160));  // room again
+  EXPECT_EQ(flight_.Pending(), 2u);
+  service_->Shutdown();
+  EXPECT_EQ(b.get().status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(d.get().status().code(), StatusCode::kCancelled);
 }
 
 TEST_F(ServiceSharedTest, AnswerNowAnswersAtOnceAndPicksTheSharedResultUp) {
