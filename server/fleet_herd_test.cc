@@ -371,12 +371,15 @@ TEST(FleetFailureTest, RedisDownOrHungAddsAtMostTheTimeout) {
     resumed = health(hanging.get(), "transposed.shared_store");
   }
   EXPECT_EQ(resumed, testing::kServing);
-  const double base = Percentile(nodes[0].overhead, 100);
+  const double base_max = Percentile(nodes[0].overhead, 100);
+  const double base_p50 = Percentile(nodes[0].overhead, 50);
   for (auto& n : nodes) {
     std::printf("%s: answer minus tune time p50=%.3f max=%.3f s\n", n.name,
                 Percentile(n.overhead, 50), Percentile(n.overhead, 100));
-    // 20 ms of slack for a loaded 2-core machine.
-    EXPECT_LE(Percentile(n.overhead, 100), base + kTimeout + 0.02) << n.name;
+    // No answer more than the timeout slower; the usual one not slower at all (50 and 20 ms of
+    // slack for a loaded 2-core machine running other tests).
+    EXPECT_LE(Percentile(n.overhead, 100), base_max + kTimeout + 0.05) << n.name;
+    EXPECT_LE(Percentile(n.overhead, 50), base_p50 + 0.02) << n.name;
   }
   for (auto* d : {local.get(), down.get(), hanging.get()}) {
     EXPECT_TRUE(d->Stop().ok());
