@@ -33,7 +33,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kNodes = 32;
-constexpr double kTimeout = 0.1;  // --shared-store-timeout
+constexpr double kTimeout = 0.1;  // --shared-store-timeout (the default) of the failure test
+// The herd's: 32 daemons and 32 callers on the 2 cores of CI, beside other tests, may leave a
+// daemon's shared-store thread unscheduled for longer than 0.1 s, which would (rightly) send that
+// miss to a local tune and make a second tune; the herd is about single flight, not the timeout.
+constexpr double kHerdTimeout = 0.5;
 
 struct Reply {
   bool ok = false;
@@ -65,7 +69,7 @@ class FleetHerdTest : public ::testing::Test {
       o.tune_budget_seconds = 0.6;
       o.extra_args = {"--instance-id", "herd-node-" + std::to_string(i), "--cpu-threads", "1",
                       "--shared-store", redis_.url(), "--shared-store-timeout",
-                      std::to_string(kTimeout), "--metrics-listen", "127.0.0.1:0"};
+                      std::to_string(kHerdTimeout), "--metrics-listen", "127.0.0.1:0"};
       nodes_[i] = std::make_unique<testing::DaemonProcess>(o);
       starting.emplace_back([this, i, &started] { started[i] = nodes_[i]->Start(); });
     }
@@ -277,10 +281,9 @@ TEST_F(FleetHerdTest, OneTunePerClassSurvivesRedisDyingAndResumes) {
     std::vector<double> overhead;
     for (const auto& r : replies) overhead.push_back(r.seconds - r.tune_seconds);
     Print("redis-down", replies, Sum("transposed_tunes_started_total") - tunes_before, 0);
-    std::printf("herd redis-down: answer minus tune time p50=%.3f p99=%.3f max=%.3f s (target: "
-                "local-only + %.3f)\n",
-                Percentile(overhead, 50), Percentile(overhead, 99), Percentile(overhead, 100),
-                kTimeout);
+    std::printf("herd redis-down: answer minus tune time p50=%.3f p99=%.3f max=%.3f s (32 local "
+                "tunes on 2 cores)\n",
+                Percentile(overhead, 50), Percentile(overhead, 99), Percentile(overhead, 100));
     EXPECT_EQ(Sources(replies)[v1::SOURCE_TUNED], kNodes);
     EXPECT_EQ(Sum("transposed_shared_store_available"), 0);
     EXPECT_GE(Sum("transposed_shared_store_unavailable_total"), kNodes);
