@@ -720,6 +720,7 @@ void TransposeService::OnSharedOutcome(const std::shared_ptr<Job>& job, SharedOu
     // Stored before the job leaves inflight_, so a request that misses it there finds it stored.
     if (store_->read_only().empty()) {
       auto merged = store_->Merge(r);
+      answers_.Invalidate();  // a miss of it may be cached
       if (!merged.ok())
         spdlog::error("shared result device={} problem={}: saving failed: {}", device,
                       job->problem.Key(), merged.status().ToString());
