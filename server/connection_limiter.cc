@@ -91,8 +91,12 @@ class MutatorOption final : public grpc::ServerBuilderOption {
 
 }  // namespace
 
-ConnectionLimiter::ConnectionLimiter(int per_client, int total, RefusalObserver observer)
-    : per_client_(per_client), total_(total), observer_(std::move(observer)) {
+ConnectionLimiter::ConnectionLimiter(int per_client, int total, RefusalObserver observer,
+                                     int guard_fd)
+    : per_client_(per_client),
+      total_(total),
+      observer_(std::move(observer)),
+      guard_fd_(guard_fd) {
   mutator_ = std::make_unique<Mutator>();
   mutator_->vtable = &Mutator::kVtable;
   gpr_ref_init(&mutator_->refcount, 1);
@@ -159,6 +163,10 @@ bool ConnectionLimiter::Admit(int fd) {
   const Connection conn{fd, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
   std::string client = ClientOf(fd);
   MutexLock lock(&mu_);
+  if (guard_fd_ > 0 && fd >= guard_fd_) {
+    Refuse(client, "descriptors", fd);
+    return false;
+  }
   // Drops the client's closed connections (also one whose descriptor number this connection
   // reuses: its inode differs). Other clients' closed ones wait for PruneAll.
   Prune(client);
@@ -188,12 +196,21 @@ void ConnectionLimiter::Refuse(const std::string& client, const char* cap, int o
   const auto now = std::chrono::steady_clock::now();
   if (!logged_ || now - last_log_ >= std::chrono::seconds(10)) {
     const bool per_client = std::strcmp(cap, "per_client") == 0;
+    if (std::strcmp(cap, "descriptors") == 0) {
+      spdlog::warn(
+          "refused a connection from {}: it was accepted on descriptor {}, at or above the guard "
+          "{} kept free for accept (the descriptor limit less an eighth / 2); the newest "
+          "connections are shed, open ones stay; {} refused since the last such line (logged at "
+          "most every 10 s)",
+          client, open, guard_fd_, refused_unlogged_);
+    } else {
     spdlog::warn(
         "refused a connection from {}: {} {} connections open (at most {}, {}); {} refused since "
         "the last such line (logged at most every 10 s)",
         client, per_client ? "it has" : "the daemon has", open,
         per_client ? per_client_ : total_,
         per_client ? "--max-connections-per-client" : "--max-connections", refused_unlogged_);
+    }
     refused_unlogged_ = 0;
     last_log_ = now;
     logged_ = true;

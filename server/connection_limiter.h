@@ -17,6 +17,12 @@
 // ("ipv4:10.0.0.7", "ipv6:[2001:db8::1]"; an IPv4-mapped IPv6 address counts as its IPv4 address;
 // every unix-socket client is "unix").
 //
+// Descriptors: with a guard (server/startup.h DescriptorBudget), a connection accepted on a
+// descriptor number at or above it is shed the same way: Linux gives out the lowest free number,
+// so such a number means the table is nearly full, and the connection shed is the newest one;
+// those already served stay. This keeps free descriptors for accept(2) whatever the daemon's own
+// files turn out to need (cap "descriptors").
+//
 // Refusals are logged at most once per 10 s (with the number refused since the last line) and
 // reported to the observer (the transposed_connections_refused_total metric). OpenTotal() is the
 // transposed_connections_open gauge, read at scrape time (it drops the closed connections first).
@@ -42,11 +48,11 @@ namespace transposed {
 
 class ConnectionLimiter {
  public:
-  // Which cap refused a connection: "per_client" or "total".
+  // Which cap refused a connection: "per_client", "total" or "descriptors".
   using RefusalObserver = std::function<void(const char* cap)>;
 
-  // 0: no cap. `observer` may be empty.
-  ConnectionLimiter(int per_client, int total, RefusalObserver observer = {});
+  // 0: no cap (guard_fd 0: no descriptor guard). `observer` may be empty.
+  ConnectionLimiter(int per_client, int total, RefusalObserver observer = {}, int guard_fd = 0);
   ~ConnectionLimiter();
   ConnectionLimiter(const ConnectionLimiter&) = delete;
   ConnectionLimiter& operator=(const ConnectionLimiter&) = delete;
@@ -83,6 +89,7 @@ class ConnectionLimiter {
   const int per_client_;
   const int total_;
   const RefusalObserver observer_;
+  const int guard_fd_;
   std::unique_ptr<Mutator> mutator_;
 
   mutable Mutex mu_;

@@ -113,6 +113,24 @@ TEST(ConnectionLimiterTest, CapsPerClientAndInTotal) {
   EXPECT_EQ(limiter.Open("ipv4:127.0.0.1"), 0);
 }
 
+// A connection accepted on a descriptor at or above the guard is shed (it is the newest); the
+// ones already admitted stay, and a lower descriptor is admitted again once one is free.
+TEST(ConnectionLimiterTest, DescriptorGuardShedsTheNewestConnection) {
+  Loopback net;
+  std::vector<std::string> refusals;
+  const int first = net.Accept("127.0.0.1");
+  ConnectionLimiter limiter(0, 0, [&](const char* cap) { refusals.push_back(cap); },
+                            /*guard_fd=*/first + 2);
+  EXPECT_TRUE(limiter.Admit(first));
+  const int second = net.Accept("127.0.0.2");
+  EXPECT_TRUE(limiter.Admit(second));
+  EXPECT_FALSE(limiter.Admit(net.Accept("127.0.0.3")));  // descriptor first + 2
+  EXPECT_EQ(refusals, (std::vector<std::string>{"descriptors"}));
+  EXPECT_EQ(limiter.OpenTotal(), 2);
+  net.Close(second);
+  EXPECT_TRUE(limiter.Admit(net.Accept("127.0.0.3")));  // reuses the freed number
+}
+
 TEST(ConnectionLimiterTest, ZeroMeansNoCap) {
   Loopback net;
   ConnectionLimiter limiter(0, 0);

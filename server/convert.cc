@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/text.h"
+#include "server/entry_validation.h"
 
 namespace transposed {
 
@@ -206,9 +207,10 @@ StatusOr<TuneResult> ExportedEntryFromProto(const pb::ExportedEntry& e) {
     return Status::InvalidArgument("answer.tuned_at_unix_ms: must be > 0, got " +
                                    std::to_string(a.tuned_at_unix_ms()));
   r.tuned_at_unix_ms = a.tuned_at_unix_ms();
-  // Every candidate measurement of the tune.
-  if (e.candidates_size() > 100000)
-    return Status::InvalidArgument("candidates: at most 100000, got " +
+  // Every candidate measurement of the tune (counted before any is parsed).
+  if (e.candidates_size() > kMaxCandidatesPerEntry)
+    return Status::InvalidArgument("candidates: at most " +
+                                   std::to_string(kMaxCandidatesPerEntry) + " per entry, got " +
                                    std::to_string(e.candidates_size()));
   for (int i = 0; i < e.candidates_size(); ++i) {
     const std::string field = "candidates[" + std::to_string(i) + "]";
@@ -225,6 +227,9 @@ StatusOr<TuneResult> ExportedEntryFromProto(const pb::ExportedEntry& e) {
     r.candidates.push_back(std::move(out));
   }
   r.origin = Origin::kImported;
+  // Every number finite and in range, every string and list bounded: the one check of a row from
+  // outside (server/entry_validation.h), which the store applies again on its own reads.
+  TR_RETURN_IF_ERROR(ValidateEntry(r));
   return r;
 }
 

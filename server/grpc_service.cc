@@ -61,8 +61,9 @@ std::vector<v1::Device> DeviceProtos(const TransposeService* service) {
   return out;
 }
 
-// The most bytes of entries one ListEntries answer carries (a default client accepts 4 MiB).
-constexpr size_t kMaxListReplyBytes = 3 << 20;
+// The most bytes of entries one ListEntries answer carries (a default client accepts 4 MiB): the
+// service's page bound (server/service.h), measured here in serialised bytes.
+constexpr size_t kMaxListReplyBytes = kMaxEntryPageBytes;
 
 }  // namespace
 
@@ -704,8 +705,13 @@ grpc::ServerUnaryReactor* GrpcTransposer::ListEntries(grpc::CallbackServerContex
   if (status.ok()) status = CheckFieldLength("page_token", request->page_token());
   if (status.ok()) {
     const int page_size = request->page_size() != 0 ? request->page_size() : request->limit();
-    auto page = service_->ListEntryPage(*query, request->include_candidates(), page_size,
-                                        request->page_token());
+    // `limit` is the older name of page_size: an error names the field the client set.
+    auto page = request->page_size() == 0 && request->limit() < 0
+                    ? StatusOr<EntryPage>(Status::InvalidArgument(
+                          "limit: must be >= 0 (0: " + std::to_string(kDefaultPageSize) +
+                          "), got " + std::to_string(request->limit())))
+                    : service_->ListEntryPage(*query, request->include_candidates(), page_size,
+                                              request->page_token());
     status = page.status();
     if (page.ok()) {
       const std::vector<DeviceInfo> devices = service_->ListDevices();
@@ -865,6 +871,7 @@ grpc::ServerUnaryReactor* GrpcTransposer::ImportEntries(grpc::CallbackServerCont
         continue;
       }
       response->set_invalid(response->invalid() + 1);
+      service_->CountRefusedEntry("import");
       if (response->errors_size() < 20)
         response->add_errors("entries[" + std::to_string(i) + "]." + r.status().message());
     }

@@ -2,9 +2,11 @@
 // behind the service, and the generated stub as the client.
 #include "server/grpc_service.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -72,6 +74,7 @@ class GrpcServiceTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
+    address_ = "127.0.0.1:" + std::to_string(port);
     stub_ = v1::Transposer::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                                         grpc::InsecureChannelCredentials()));
   }
@@ -105,6 +108,7 @@ class GrpcServiceTest : public ::testing::Test {
   std::unique_ptr<GrpcTransposer> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Transposer::Stub> stub_;
+  std::string address_;
 };
 
 TEST_F(GrpcServiceTest, GetConfigTunesThenAnswersFromCache) {
@@ -242,6 +246,44 @@ TEST_F(GrpcServiceTest, DevicesEntriesAndDelete) {
     v1::DeleteEntriesResponse r;
     ASSERT_TRUE(stub_->DeleteEntries(&ctx, req, &r).ok());
     EXPECT_EQ(r.deleted(), 1);
+  }
+}
+
+// A body that does not parse: INVALID_ARGUMENT naming the message type, for unary and streaming
+// methods alike (gRPC 1.51 alone answers UNIMPLEMENTED with no message).
+TEST_F(GrpcServiceTest, AMalformedBodyIsInvalidArgumentWithAReason) {
+  grpc::GenericStub generic(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  for (const std::string method : {"GetConfig", "ListEntries", "ImportEntries", "Tune"}) {
+    SCOPED_TRACE(method);
+    const std::string garbage("\xff\xff\xff\xff\x0f", 5);  // a truncated varint field
+    grpc::Slice slice(garbage);
+    grpc::ByteBuffer request(&slice, 1), reply;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&ctx, "/transposed.v1.Transposer/" + method, grpc::StubOptions(), &request,
+                      &reply, [&done](grpc::Status st) { done.set_value(std::move(st)); });
+    const grpc::Status s = done.get_future().get();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_EQ(s.error_message().rfind("request: not a valid transposed.v1.", 0), 0u)
+        << s.error_message();
+  }
+}
+
+// ListEntries' error names the field the client set (`limit` is page_size's older name).
+TEST_F(GrpcServiceTest, ANegativeLimitIsNamed) {
+  for (const bool old_name : {true, false}) {
+    grpc::ClientContext ctx;
+    v1::ListEntriesRequest req;
+    if (old_name) req.set_limit(-1);
+    else req.set_page_size(-1);
+    v1::ListEntriesResponse r;
+    const grpc::Status s = stub_->ListEntries(&ctx, req, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(s.error_message().rfind(old_name ? "limit: must be >= 0" : "page_size: must be >= 0",
+                                      0),
+              0u)
+        << s.error_message();
   }
 }
 

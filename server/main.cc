@@ -41,6 +41,7 @@
 #include "server/rpc_interceptor.h"
 #include "server/security.h"
 #include "server/peers.h"
+#include "server/store_reopener.h"
 #include "server/service.h"
 #include "server/startup.h"
 #include "server/store.h"
@@ -153,6 +154,7 @@ transposed::Status Seed(const std::string& path, transposed::TransposeService* s
                    : transposed::StatusOr<transposed::TuneResult>(entry.status());
     if (!row.ok()) {
       ++invalid;
+      service->CountRefusedEntry("seed");
       spdlog::warn("--seed {}:{}: skipped: {}", path, number, row.status().ToString());
       continue;
     }
@@ -279,7 +281,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-connections", flags.max_connections,
                  "connections all clients together may have open at once; more are closed at "
-                 "accept (0: 4096, or the descriptor limit less 64 when that is lower)")
+                 "accept (0: 4096, or, when lower, the descriptor limit less the descriptors "
+                 "open at start, 64 for the daemon's files and an eighth for bursts)")
       ->check(CLI::Range(0, 10000000))
       ->capture_default_str();
   app.add_option("--tls-cert", flags.security.tls_cert,
@@ -288,8 +291,9 @@ int main(int argc, char** argv) {
   app.add_option("--tls-client-ca", flags.security.tls_client_ca,
                  "PEM CA bundle: require client certificates signed by it (mutual TLS)");
   app.add_option("--admin-token-file", flags.security.admin_token_file,
-                 "file holding the bearer token that Tune and DeleteEntries require "
-                 "(without it: loopback clients or verified client certificates only)");
+                 "file holding the bearer token that the admin RPCs require: Tune, TuneMany "
+                 "with force, DeleteEntries, ImportEntries and ExportEntries (without it: "
+                 "loopback clients or verified client certificates only)");
   app.add_option("--port-file", flags.port_file,
                  "write the bound port to this file once serving (atomically, via rename)");
   app.add_flag("--metrics-entry-ratios", flags.metrics_entry_ratios,
@@ -370,19 +374,11 @@ int main(int argc, char** argv) {
   transposed::InstallGrpcLogHook();
   spdlog::info("transposed {} starting (kernel library {}), pid {}", transposed::kProjectVersion,
                transposed::kLibraryVersion, static_cast<long>(getpid()));
+  uint64_t file_limit = 0;
   {
     std::string note;
-    const uint64_t files = transposed::RaiseFileLimit(&note);
+    file_limit = transposed::RaiseFileLimit(&note);
     spdlog::info("{}", note);
-    if (flags.max_connections == 0) {
-      // Connections beyond the descriptor limit would make accept fail (EMFILE); keep 64
-      // descriptors for the database, the log, workers and the metrics server.
-      flags.max_connections = files > 64 + 4096 || files == 0
-                                  ? 4096
-                                  : static_cast<int>(std::max<uint64_t>(files, 65) - 64);
-    }
-    spdlog::info("connection caps: {} per client host, {} in total", flags.max_connections_per_client,
-                 flags.max_connections);
   }
 
   transposed::BackendOptions backend_options;
@@ -415,12 +411,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("db={}", flags.db);
-  const bool store_read_only = !(*store)->read_only().empty();
-  if (store_read_only) {
+  if (const std::string why = (*store)->read_only(); !why.empty()) {
     spdlog::warn(
         "the database is READ-ONLY: lookups are served from it, tunes are answered but not "
-        "stored; health service 'transposed.store' answers NOT_SERVING. Cause: {}",
-        (*store)->read_only());
+        "stored (writing is retried with backoff); health service 'transposed.store' answers "
+        "NOT_SERVING. Cause: {}",
+        why);
   }
 
   // Counts from the first request on; served (below) only with --metrics-listen.
@@ -469,7 +465,7 @@ int main(int argc, char** argv) {
                  !peer_options.tls               ? "plaintext"
                  : flags.peer_tls_cert.empty() ? "tls"
                                                : "mtls");
-    options.peer_lookup = [&peers](const transposed::DeviceInfo& device,
+    options.peer_lookup = [&peers, &metrics](const transposed::DeviceInfo& device,
                                    const transposed::Problem& problem)
         -> std::optional<transposed::TuneResult> {
       auto answer = peers->Lookup(transposed::ClassOf(device).key,
@@ -480,6 +476,7 @@ int main(int argc, char** argv) {
       *entry.mutable_answer() = *answer;
       auto row = transposed::ExportedEntryFromProto(entry);  // validated like any import
       if (!row.ok()) {
+        metrics.OnEntryRefused("peer");
         spdlog::warn("peer answer for {} refused: {}", problem.Key(), row.status().ToString());
         return std::nullopt;
       }
@@ -582,9 +579,24 @@ int main(int argc, char** argv) {
 
   transposed::RpcNotes rpc_notes;
   transposed::CallLimiter call_limiter(flags.max_calls_per_client, flags.max_calls);
+  // Connections beyond the descriptor limit would make accept fail (EMFILE): the default total
+  // cap keeps what is open now (database, log, workers), the daemon's other files and a burst
+  // free, and the guard sheds the newest connection when the table is nearly full anyway.
+  const transposed::DescriptorBudget budget =
+      transposed::MakeDescriptorBudget(file_limit, transposed::CountOpenFiles(),
+                                       transposed::SystemAcceptQueueCap());
+  if (flags.max_connections == 0) flags.max_connections = budget.max_connections;
+  spdlog::info(
+      "connection caps: {} per client host, {} in total; descriptors: limit {}, {} open, {} "
+      "kept for the daemon's files and {} for bursts, connections on descriptor {} and above "
+      "are shed, accept queue {}",
+      flags.max_connections_per_client, flags.max_connections, budget.limit, budget.open_now,
+      transposed::DescriptorBudget::kOwnFiles, budget.burst,
+      budget.guard_fd > 0 ? std::to_string(budget.guard_fd) : std::string("(none)"),
+      budget.accept_queue > 0 ? std::to_string(budget.accept_queue) : std::string("(system)"));
   transposed::ConnectionLimiter connection_limiter(
       flags.max_connections_per_client, flags.max_connections,
-      [&metrics](const char* cap) { metrics.OnConnectionRefused(cap); });
+      [&metrics](const char* cap) { metrics.OnConnectionRefused(cap); }, budget.guard_fd);
   const transposed::AdminGate admin_gate(admin_token, mtls);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -615,15 +627,21 @@ int main(int argc, char** argv) {
     // that forgotten clients do not hold descriptors. (Calls hold no thread: the callback API.)
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, flags.max_streams_per_connection);
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
+    // A connection that never completes its handshake (TLS, the HTTP/2 preface) holds a
+    // descriptor too: closed after 20 s (gRPC's default is 120 s).
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 20 * 1000);
     // Connections per client host and in total: checked at accept (server/connection_limiter.h).
     builder.SetOption(connection_limiter.ServerBuilderOption());
     builder.AddListeningPort(address, *credentials, bound);
     builder.RegisterService(s.shell.get());
     s.server = builder.BuildAndStart();
+    // A short accept queue bounds the refused connections open at once (DescriptorBudget).
+    if (s.server != nullptr && budget.accept_queue > 0 && *bound > 0)
+      transposed::SetAcceptQueue(*bound, budget.accept_queue);
     if (s.server != nullptr) {
       if (auto* health = s.server->GetHealthCheckService()) {
         health->SetServingStatus(transposed::v1::Transposer::service_full_name(), true);
-        health->SetServingStatus("transposed.store", !store_read_only);
+        health->SetServingStatus("transposed.store", (*store)->read_only().empty());
         if (shared) {
           s.shared_health = &shared_health;
           shared_health.Attach(health);
@@ -679,6 +697,14 @@ int main(int argc, char** argv) {
   // shutdown (no rebuild after that).
   transposed::Mutex serving_mu;
   bool stopping = false;
+
+  // The way back from read-only (server/store_reopener.h): health follows the store.
+  auto reopener = std::make_unique<transposed::StoreReopener>(store->get(), [&](bool writable) {
+    transposed::MutexLock l(&serving_mu);
+    if (serving.server && !stopping)
+      if (auto* health = serving.server->GetHealthCheckService())
+        health->SetServingStatus("transposed.store", writable);
+  });
 
   std::thread signal_thread([&] {
     int sig = 0;
@@ -761,6 +787,7 @@ int main(int argc, char** argv) {
     }
   }
   signal_thread.join();
+  reopener.reset();  // no more store retries or health changes
   if (serving.server) serving.server->Wait();
   serving.Reset();
   metrics.Stop();  // no scrape reads the service or the store any more

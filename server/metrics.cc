@@ -118,6 +118,14 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
                              "1 when the database could not be opened for writing: lookups are "
                              "served, tunes are answered but not stored",
                              store_->read_only().empty() ? 0 : 1));
+      prometheus::MetricFamily bad{"transposed_store_bad_rows_skipped_total",
+                                   "Stored entries read back that did not parse or validate and "
+                                   "were skipped (each read of one counts)",
+                                   prometheus::MetricType::Counter, {}};
+      prometheus::ClientMetric m;
+      m.counter.value = static_cast<double>(store_->bad_rows_skipped());
+      bad.metric.push_back(std::move(m));
+      out.push_back(std::move(bad));
     }
 
     if (connections_ != nullptr) {
@@ -250,10 +258,20 @@ Metrics::Metrics(const std::vector<DeviceInfo>& devices, const std::string& host
   auto& refused = prometheus::BuildCounter()
                       .Name("transposed_connections_refused_total")
                       .Help("Connections closed at accept because a cap was reached, by cap "
-                            "(per_client: --max-connections-per-client, total: --max-connections)")
+                            "(per_client: --max-connections-per-client, total: --max-connections, "
+                            "descriptors: the descriptor guard)")
                       .Register(*registry_);
   connections_refused_per_client_ = &refused.Add({{"cap", "per_client"}});
   connections_refused_total_ = &refused.Add({{"cap", "total"}});
+  connections_refused_descriptors_ = &refused.Add({{"cap", "descriptors"}});
+  auto& entries_refused =
+      prometheus::BuildCounter()
+          .Name("transposed_entries_refused_total")
+          .Help("Entries from outside refused by validation and never stored, by door (import: "
+                "ImportEntries, seed: --seed, peer: a peer's answer)")
+          .Register(*registry_);
+  for (const char* door : {"import", "seed", "peer"})
+    entries_refused_[door] = &entries_refused.Add({{"door", door}});
   for (const prometheus::Labels& labels : AllDeviceLabels(devices, hostname)) {
     devices_.push_back(PerDevice{&hits.Add(labels), &misses.Add(labels), &started.Add(labels),
                                  &completed.Add(labels), &failed.Add(labels),
@@ -324,9 +342,16 @@ void Metrics::OnTuneFinished(int device, const Status& status, double seconds) {
   d->tune_seconds->Observe(seconds);
 }
 
+void Metrics::OnEntryRefused(const char* door) {
+  auto it = entries_refused_.find(door);
+  if (it != entries_refused_.end()) it->second->Increment();
+}
+
 void Metrics::OnConnectionRefused(const char* cap) {
-  (std::string_view(cap) == "total" ? connections_refused_total_
-                                    : connections_refused_per_client_)
+  const std::string_view c(cap);
+  (c == "total"         ? connections_refused_total_
+   : c == "descriptors" ? connections_refused_descriptors_
+                        : connections_refused_per_client_)
       ->Increment();
 }
 

@@ -77,8 +77,10 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   // RpcRecorder
   void OnRpcDone(const std::string& service, const std::string& method, grpc::StatusCode code,
                  double seconds) override;
-  // A connection refused at accept by ConnectionLimiter: `cap` is "per_client" or "total".
+  // A connection refused at accept by ConnectionLimiter: "per_client", "total" or "descriptors".
   void OnConnectionRefused(const char* cap);
+  // ServiceObserver: an entry from outside refused by validation (server/entry_validation.h).
+  void OnEntryRefused(const char* door) override;
 
  private:
   class ScrapeCollector;
@@ -104,6 +106,8 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   std::vector<PerDevice> devices_;  // immutable after construction
   prometheus::Counter* connections_refused_per_client_;
   prometheus::Counter* connections_refused_total_;
+  prometheus::Counter* connections_refused_descriptors_;
+  std::map<std::string, prometheus::Counter*, std::less<>> entries_refused_;  // immutable; by door
 
   Mutex mu_;
   // (service, method, code name) -> its series.

@@ -1,5 +1,6 @@
 #include "server/rpc_interceptor.h"
 
+#include <google/protobuf/descriptor.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -13,6 +14,15 @@ using Clock = std::chrono::steady_clock;
 using grpc::experimental::InterceptionHookPoints;
 
 constexpr const char kTransposer[] = "transposed.v1.Transposer";
+
+// The full name of the request message of a method of a service compiled into this binary
+// ("transposed.v1.GetConfigRequest"); "" for an unknown service or method.
+std::string RequestTypeOf(const std::string& service, const std::string& method) {
+  const auto* s =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
+  const auto* m = s != nullptr ? s->FindMethodByName(method) : nullptr;
+  return m != nullptr ? m->input_type()->full_name() : "";
+}
 
 class RpcInterceptor : public grpc::experimental::Interceptor {
  public:
@@ -34,10 +44,24 @@ class RpcInterceptor : public grpc::experimental::Interceptor {
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    // gRPC hands the interceptor no message when the request body did not parse.
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        methods->GetRecvMessage() == nullptr)
+      unparsed_ = true;
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
         !reported_) {
       reported_ = true;
-      Report(methods->GetSendStatus());
+      grpc::Status status = methods->GetSendStatus();
+      if (unparsed_ && status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        // gRPC (1.51) answers a request body that does not parse as the method's message with
+        // UNIMPLEMENTED and no message: say what it was.
+        std::string type = RequestTypeOf(service_, method_);
+        status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "request: not a valid " + (type.empty() ? "request" : type) +
+                                  " message (the body does not parse as protobuf)");
+        methods->ModifySendStatus(status);
+      }
+      Report(status);
     }
     methods->Proceed();
   }
@@ -71,6 +95,7 @@ class RpcInterceptor : public grpc::experimental::Interceptor {
   std::string service_;
   std::string method_;
   bool reported_ = false;  // interceptor methods of one call are never run concurrently
+  bool unparsed_ = false;  // the request body did not parse
 };
 
 }  // namespace

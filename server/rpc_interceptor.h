@@ -9,6 +9,10 @@
 // device, where the answer came from) to the line with RpcNotes::Note before they finish; the
 // note is keyed by the call's context and dropped when the call ends.
 //
+// A request body that does not parse as the method's message is answered INVALID_ARGUMENT
+// "request: not a valid transposed.v1.GetConfigRequest message ..." (gRPC 1.51 itself sends
+// UNIMPLEMENTED without a message).
+//
 // Thread-safety: RpcNotes and the factory may be used from any number of threads at once; an
 // RpcRecorder must be thread-safe. Both must outlive the server.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include "core/device_class.h"
 #include "server/answer_now.h"
+#include "server/entry_validation.h"
 
 #include <spdlog/spdlog.h>
 
@@ -145,6 +146,10 @@ StatusOr<std::unique_ptr<TransposeService>> TransposeService::Create(
     // A read-only database (main logs that once) cannot record the device: nothing to say.
     if (!store->read_only().empty()) continue;
     Status s = store->UpsertDevice(d);
+    // A write refused for a read-only file or a full disk made the store read-only (it logs
+    // that): serve read-only, the store is tried again later (server/store_reopener.h).
+    if (!s.ok() && s.code() == StatusCode::kFailedPrecondition && !store->read_only().empty())
+      continue;
     if (!s.ok() && s.code() == StatusCode::kUnavailable) {
       // A locked database still serves its cache; the tune that saves an entry of this device
       // records the device too.
@@ -668,7 +673,8 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       result->device = devices_[device];
       // A read-only database (said once at start): the answer is served, not stored.
       const auto store_start = std::chrono::steady_clock::now();
-      Status saved = store_->read_only().empty() ? store_->SaveTune(*result) : Status::OK();
+      const bool writable = store_->read_only().empty();
+      Status saved = writable ? store_->SaveTune(*result) : Status::OK();
       // Before the tune leaves inflight_: a request that then misses it reads the store.
       answers_.Invalidate();
       result->breakdown.Add("daemon.store", std::chrono::duration<double>(
@@ -686,7 +692,7 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
           device, key, result->best.name, result->gbps(), result->ceiling_gbps(),
           result->tune_seconds, result->tried, result->total, result->valid,
           options.incumbent.empty() ? "-" : options.incumbent, result->incumbent_kept,
-          store_->read_only().empty() && saved.ok() ? "yes" : "no");
+          writable && saved.ok() ? "yes" : "no");
       spdlog::debug("tune breakdown device={} problem={} {}", device, key,
                     result->breakdown.ToString());
     } else {
@@ -806,12 +812,16 @@ StatusOr<EntryPage> TransposeService::ListEntryPage(const EntryQuery& query,
   }
   TR_ASSIGN_OR_RETURN(StoreFilter filter, ResolveQuery(query));
   std::vector<EntryCursor> cursors;
-  // One more than the page: whether it exists says whether there is a next page.
-  TR_ASSIGN_OR_RETURN(auto entries, store_->List(filter, include_candidates, page_size + 1,
-                                                 after ? &*after : nullptr, &cursors));
+  // One more than the page: whether it exists says whether there is a next page. The store stops
+  // early once the entries hold kMaxEntryPageBytes; then the page ends there.
+  TR_ASSIGN_OR_RETURN(auto entries,
+                      store_->List(filter, include_candidates, page_size + 1,
+                                   after ? &*after : nullptr, &cursors, kMaxEntryPageBytes));
+  size_t bytes = 0;
+  for (const auto& e : entries) bytes += ApproxEntryBytes(e);
   EntryPage page;
-  page.more = static_cast<int>(entries.size()) > page_size;
-  if (page.more) entries.resize(page_size);
+  page.more = static_cast<int>(entries.size()) > page_size || bytes >= kMaxEntryPageBytes;
+  if (static_cast<int>(entries.size()) > page_size) entries.resize(page_size);
   for (size_t i = 0; i < entries.size(); ++i) {
     TuneResult& e = entries[i];
     const std::string fp = e.device.Fingerprint();
@@ -845,6 +855,10 @@ int TransposeService::DeviceIndexOfClass(const DeviceInfo& device) const {
   for (size_t i = 0; i < classes_.size(); ++i)
     if (classes_[i] == cls) return static_cast<int>(i);
   return -1;
+}
+
+void TransposeService::CountRefusedEntry(const char* door) const {
+  if (options_.observer != nullptr) options_.observer->OnEntryRefused(door);
 }
 
 StatusOr<MergeCounts> TransposeService::MergeEntries(const std::vector<TuneResult>& results) {

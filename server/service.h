@@ -127,6 +127,8 @@ class ServiceObserver {
   virtual void OnTuneStarted(int device) = 0;
   // A tune that began measuring ended: OK (and stored), or failed/cancelled; its wall time.
   virtual void OnTuneFinished(int device, const Status& status, double seconds) = 0;
+  // An entry from outside (door "import", "seed" or "peer") failed validation and was refused.
+  virtual void OnEntryRefused(const char* door) { (void)door; }
 };
 
 // Asks peer daemons (server/peers.h) for a stored result of `problem` measured on a device of
@@ -154,6 +156,10 @@ struct ServiceOptions {
 // ListEntries pages: page_size 0 means kDefaultPageSize; larger than kMaxPageSize is cut to it.
 inline constexpr int kDefaultPageSize = 100;
 inline constexpr int kMaxPageSize = 1000;
+// A page also ends once its entries hold about this many bytes (ApproxEntryBytes of
+// server/entry_validation.h; an entry holds at most kMaxEntryBytes): every ListEntries answer and
+// every page ExportEntries reads stays near it, whatever the entries hold.
+inline constexpr size_t kMaxEntryPageBytes = 3 << 20;
 
 // One page of entries, newest first. resume_tokens[i] is the page token that continues right
 // after entries[i]; `more` says whether entries beyond the last one exist.
@@ -239,8 +245,8 @@ class TransposeService {
   // live index of the entry's device, or -1 for a device this daemon does not have.
   StatusOr<std::vector<TuneResult>> ListEntries(const EntryQuery& query, bool include_candidates,
                                                 int limit);
-  // One page of the stored entries matching the query (page_size: see kDefaultPageSize),
-  // starting after `page_token` ("" : from the newest).
+  // One page of the stored entries matching the query (page_size: see kDefaultPageSize; at most
+  // about kMaxEntryPageBytes), starting after `page_token` ("" : from the newest).
   StatusOr<EntryPage> ListEntryPage(const EntryQuery& query, bool include_candidates,
                                     int page_size, const std::string& page_token);
   // Deletes matching entries; an empty query is refused unless `all`.
@@ -250,6 +256,9 @@ class TransposeService {
   // origin set): a result whose kernel library version is not this daemon's is refused and
   // counted; otherwise Store::Merge keeps the faster winner per device class and problem.
   StatusOr<MergeCounts> MergeEntries(const std::vector<TuneResult>& results);
+  // Counts an entry from outside that failed validation (door "import", "seed" or "peer"; see
+  // ServiceObserver::OnEntryRefused). The caller reports the reason to whoever sent it.
+  void CountRefusedEntry(const char* door) const;
   // The index of this daemon's first device of the same class as `device`, or -1.
   int DeviceIndexOfClass(const DeviceInfo& device) const;
   // The index of this daemon's device that is `device` (same fingerprint), or -1.

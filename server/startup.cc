@@ -1,9 +1,15 @@
 #include "server/startup.h"
 
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
 
 #include "core/text.h"
 
@@ -97,6 +103,66 @@ uint64_t RaiseFileLimit(std::string* note) {
   *note = "descriptor limit raised from " + std::to_string(old_soft) + " to the hard limit " +
           std::to_string(lim.rlim_max);
   return lim.rlim_max;
+}
+
+DescriptorBudget MakeDescriptorBudget(uint64_t limit, uint64_t open_now, int somaxconn) {
+  DescriptorBudget b;
+  b.limit = limit;
+  b.open_now = open_now;
+  if (limit == 0 || limit > (uint64_t{1} << 30)) {
+    b.max_connections = DescriptorBudget::kMaxDefaultConnections;
+    return b;
+  }
+  b.burst = std::max<uint64_t>(8, limit / 8);
+  const uint64_t kept = open_now + DescriptorBudget::kOwnFiles + b.burst;
+  b.max_connections = static_cast<int>(std::min<uint64_t>(
+      DescriptorBudget::kMaxDefaultConnections, limit > kept ? limit - kept : 1));
+  b.guard_fd = static_cast<int>(limit - b.burst / 2);
+  const int queue = static_cast<int>(std::max<uint64_t>(8, b.burst / 2));
+  if (somaxconn <= 0 || queue < somaxconn) b.accept_queue = queue;
+  return b;
+}
+
+int SetAcceptQueue(int port, int backlog) {
+  int changed = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(it->path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof(addr);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int bound = -1;
+    if (addr.ss_family == AF_INET)
+      bound = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+    else if (addr.ss_family == AF_INET6)
+      bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+    if (bound == port && listen(fd, backlog) == 0) ++changed;
+  }
+  return changed;
+}
+
+int SystemAcceptQueueCap() {
+  std::ifstream in("/proc/sys/net/core/somaxconn");
+  int v = 0;
+  return in >> v && v > 0 ? v : 4096;
+}
+
+uint64_t CountOpenFiles() {
+  std::error_code ec;
+  uint64_t n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return ec ? 0 : n;
 }
 
 }  // namespace transposed

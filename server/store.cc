@@ -1,7 +1,9 @@
 #include "server/store.h"
 
 #include "core/device_class.h"
+#include "server/entry_validation.h"
 
+#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
 #include <chrono>
@@ -673,21 +675,52 @@ StatusOr<TuneResult> ReadEntry(const Stmt& st, int64_t* entry_id) {
   return r;
 }
 
-Status ReadCandidates(sqlite3* db, int64_t entry_id, std::vector<CandidateResult>* out) {
+// Reads the candidates of an entry (at most kMaxCandidatesPerEntry; one more makes the row bad).
+// A failed read of the database is the Status; a row that does not parse sets *bad instead.
+Status ReadCandidates(sqlite3* db, int64_t entry_id, std::vector<CandidateResult>* out,
+                      Status* bad) {
   const auto& cols = CandidateColumns();
   TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, "SELECT " + ColumnList(cols, false) +
                                                      " FROM candidates WHERE entry_id = ?1 "
-                                                     "ORDER BY id"));
+                                                     "ORDER BY id LIMIT ?2"));
   TR_RETURN_IF_ERROR(st->Bind(1, entry_id));
+  TR_RETURN_IF_ERROR(st->Bind(2, kMaxCandidatesPerEntry + 1));
   while (true) {
     TR_ASSIGN_OR_RETURN(bool row, st->Step());
     if (!row) break;
+    if (out->size() >= static_cast<size_t>(kMaxCandidatesPerEntry)) {
+      *bad = Status::InvalidArgument("candidates: more than " +
+                                     std::to_string(kMaxCandidatesPerEntry) + " per entry");
+      return Status::OK();
+    }
     CandidateRow c;
-    TR_ASSIGN_OR_RETURN(int next, ReadRow(*st, cols, 0, c));
-    (void)next;
+    StatusOr<int> next = ReadRow(*st, cols, 0, c);
+    if (!next.ok()) {
+      *bad = next.status();
+      return Status::OK();
+    }
     out->push_back(std::move(c.result));
   }
   return Status::OK();
+}
+
+// The next entry of an EntrySelect() statement that reads back whole and passes ValidateEntry,
+// with its candidates when asked (its id in *entry_id); nullopt at the end. Rows that do not are
+// handed to `skip` and passed over. A failed read of the database is the Status.
+StatusOr<std::optional<TuneResult>> NextGoodEntry(
+    sqlite3* db, Stmt& st, bool include_candidates, int64_t* entry_id,
+    const std::function<void(int64_t, const Status&)>& skip) {
+  while (true) {
+    TR_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return std::optional<TuneResult>();
+    StatusOr<TuneResult> r = ReadEntry(st, entry_id);  // reads columns only: a parse error
+    Status bad = r.status();
+    if (bad.ok() && include_candidates)
+      TR_RETURN_IF_ERROR(ReadCandidates(db, *entry_id, &r->candidates, &bad));
+    if (bad.ok()) bad = ValidateEntry(*r);
+    if (bad.ok()) return std::optional<TuneResult>(std::move(r).value());
+    skip(*entry_id, bad);
+  }
 }
 
 // A WHERE clause for a filter: fixed SQL fragments plus the values to bind, in order.
@@ -776,12 +809,20 @@ DELETE FROM entries WHERE device_fingerprint = ?1 AND problem_key = ?2
   return Status::OK();
 }
 
-// The fastest entry of (class, problem key): ORDER BY the winner's median time.
+// The entries of (class, problem key), fastest first: the first good one is the answer.
 const std::string& ClassLookupSql() {
   static const std::string sql = EntrySelect() +
                                  " WHERE d.device_class = ?1 AND e.problem_key = ?2"
-                                 " ORDER BY e.median_s ASC, e.tuned_at_unix_ms DESC LIMIT 1";
+                                 " ORDER BY e.median_s ASC, e.tuned_at_unix_ms DESC";
   return sql;
+}
+
+// One real write that changes nothing: the schema version, set to what it is. Fails for a
+// read-only file and, when the write-ahead log has to grow, for a full disk.
+Status ProbeWrite(sqlite3* db) {
+  return InTransaction(db, [db]() -> Status {
+    return Exec(db, "PRAGMA user_version = " TRANSPOSED_SCHEMA_VERSION_TEXT);
+  });
 }
 
 }  // namespace
@@ -791,7 +832,61 @@ bool StoreFilter::empty() const {
          tuned_before_unix_ms <= 0 && library_version.empty();
 }
 
-Store::Store(sqlite3* db) : db_(db) {}
+Store::Store(sqlite3* db)
+    : db_(db), skip_([this](int64_t id, const Status& why) { SkipBadRow(id, why); }) {}
+
+std::string Store::read_only() const {
+  MutexLock lock(&state_mu_);
+  return read_only_reason_;
+}
+
+void Store::SkipBadRow(int64_t entry_id, const Status& why) {
+  bad_rows_skipped_.fetch_add(1);
+  {
+    MutexLock lock(&state_mu_);
+    if (bad_rows_logged_.size() >= 256 || !bad_rows_logged_.insert(entry_id).second) return;
+  }
+  spdlog::warn("store: skipped entry id={} (not served, listed or exported; delete it or tune "
+               "its problem again to replace it): {}",
+               entry_id, why.message());
+}
+
+Status Store::NoteWriteFailure(const Status& s) {
+  if (s.code() != StatusCode::kFailedPrecondition || IsMemoryPath(path_)) return s;
+  {
+    MutexLock lock(&state_mu_);
+    if (!read_only_reason_.empty()) return s;
+    read_only_reason_ = s.message();
+  }
+  spdlog::warn("the database became READ-ONLY: lookups are served from it, tunes are answered "
+               "but not stored until it can be written again (retried with backoff). Cause: {}",
+               s.message());
+  return s;
+}
+
+Status Store::TryWritable() {
+  if (read_only().empty()) return Status::OK();
+  auto fresh = OpenWritable(path_);
+  if (!fresh.ok()) return fresh.status();
+  Store& f = **fresh;
+  {
+    MutexLock lock(&f.mu_);
+    TR_RETURN_IF_ERROR(ProbeWrite(f.db_));
+  }
+  {
+    // The new connections serve from now on; `fresh` closes the old ones.
+    MutexLock lock(&mu_);
+    MutexLock read_lock(&read_mu_);
+    MutexLock fresh_lock(&f.mu_);
+    MutexLock fresh_read_lock(&f.read_mu_);
+    std::swap(db_, f.db_);
+    std::swap(rdb_, f.rdb_);
+    generation_.fetch_add(1);
+  }
+  MutexLock lock(&state_mu_);
+  read_only_reason_.clear();
+  return Status::OK();
+}
 
 Store::~Store() {
   {
@@ -815,8 +910,9 @@ auto Store::OnReader(Fn&& fn) -> decltype(fn(static_cast<sqlite3*>(nullptr))) {
 }
 
 Status Store::CheckWritable() const {
-  if (read_only_reason_.empty()) return Status::OK();
-  return Status::FailedPrecondition("store: the database is read-only (" + read_only_reason_ +
+  const std::string reason = read_only();
+  if (reason.empty()) return Status::OK();
+  return Status::FailedPrecondition("store: the database is read-only (" + reason +
                                     "): nothing is written");
 }
 
@@ -902,6 +998,7 @@ StatusOr<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path,
         continue;
       }
     }
+    MutexLock lock(&store->state_mu_);
     store->read_only_reason_ = reason;
     return store;
   }
@@ -910,13 +1007,29 @@ StatusOr<std::unique_ptr<Store>> Store::OpenReadOnly(const std::string& path,
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   auto store = OpenWritable(path);
-  if (store.ok() || IsMemoryPath(path) || path.empty()) return store;
+  if (store.ok() && !IsMemoryPath(path)) {
+    // Opening a current file writes nothing: try one write now, so that a full disk is found at
+    // start, not at the first tune. A lock held elsewhere (UNAVAILABLE) is not a reason to stop.
+    Status probe;
+    {
+      MutexLock lock(&(*store)->mu_);
+      probe = ProbeWrite((*store)->db_);
+    }
+    if (!probe.ok() && probe.code() != StatusCode::kUnavailable)
+      store = Status(probe.code(), "store: cannot write to database " + path + ": " +
+                                       probe.message());
+  }
+  if (store.ok() || IsMemoryPath(path) || path.empty()) {
+    if (store.ok()) (*store)->path_ = path;
+    return store;
+  }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return store;
   // The file exists but cannot be opened for writing (read-only file or directory, full disk,
   // locked, newer schema...): serve what it holds, read-only, if it is a database we can read.
   auto ro = OpenReadOnly(path, store.status().message());
   if (!ro.ok()) return store;
+  (*ro)->path_ = path;
   return ro;
 }
 
@@ -946,6 +1059,11 @@ StatusOr<std::unique_ptr<Store>> Store::OpenWritable(const std::string& path) {
   }
   // From here on the Store owns the handle, so every early return closes it.
   std::unique_ptr<Store> store(new Store(db));
+  // SQLite opens a file it may not write (mode 0444) read-only without an error.
+  if (sqlite3_db_readonly(db, "main") == 1) {
+    return Status::FailedPrecondition("store: cannot open database " + path +
+                                      " for writing: this process may not write the file");
+  }
   auto fail = [&path](const Status& s) {
     return Status(s.code() == StatusCode::kInternal ? StatusCode::kFailedPrecondition : s.code(),
                   "store: cannot open database " + path + ": " + s.message());
@@ -1035,7 +1153,7 @@ StatusOr<std::unique_ptr<Store>> Store::OpenWritable(const std::string& path) {
 Status Store::UpsertDevice(const DeviceInfo& device) {
   TR_RETURN_IF_ERROR(CheckWritable());
   MutexLock lock(&mu_);
-  return UpsertDeviceLocked(db_, device, NowUnixMs());
+  return NoteWriteFailure(UpsertDeviceLocked(db_, device, NowUnixMs()));
 }
 
 Status Store::SaveTune(const TuneResult& r) {
@@ -1043,17 +1161,26 @@ Status Store::SaveTune(const TuneResult& r) {
     return Status::InvalidArgument("store: refusing to save a tune of " + r.problem.ToString() +
                                    " without a valid winner");
   }
+  if (Status valid = ValidateEntry(r); !valid.ok()) {
+    return Status(valid.code(), "store: refusing to save a tune of " + r.problem.ToString() +
+                                    ": " + valid.message());
+  }
   TR_RETURN_IF_ERROR(CheckWritable());
   MutexLock lock(&mu_);
-  return InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
-    return SaveTuneLocked(db_, r);
-  });
+  return NoteWriteFailure(
+      InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
+        return SaveTuneLocked(db_, r);
+      }));
 }
 
 StatusOr<bool> Store::Merge(const TuneResult& r) {
   if (!r.best_measurement.valid || !(r.best_measurement.median_s > 0)) {
     return Status::InvalidArgument("store: refusing to merge a result of " + r.problem.ToString() +
                                    " without a valid winner");
+  }
+  if (Status valid = ValidateEntry(r); !valid.ok()) {
+    return Status(valid.code(), "store: refusing to merge a result of " + r.problem.ToString() +
+                                    ": " + valid.message());
   }
   const std::string cls = ClassOf(r.device).key;
   TR_RETURN_IF_ERROR(CheckWritable());
@@ -1063,29 +1190,15 @@ StatusOr<bool> Store::Merge(const TuneResult& r) {
     TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, ClassLookupSql()));
     TR_RETURN_IF_ERROR(st->Bind(1, cls));
     TR_RETURN_IF_ERROR(st->Bind(2, r.problem.Key()));
-    TR_ASSIGN_OR_RETURN(bool row, st->Step());
-    if (row) {
-      int64_t id = 0;
-      TR_ASSIGN_OR_RETURN(TuneResult existing, ReadEntry(*st, &id));
-      if (existing.best_measurement.median_s <= r.best_measurement.median_s) return Status::OK();
-    }
+    int64_t id = 0;
+    TR_ASSIGN_OR_RETURN(auto existing, NextGoodEntry(db_, *st, false, &id, skip_));
+    if (existing && existing->best_measurement.median_s <= r.best_measurement.median_s)
+      return Status::OK();
     stored = true;
     return SaveTuneLocked(db_, r);
   });
-  if (!s.ok()) return s;
+  if (!s.ok()) return NoteWriteFailure(s);
   return stored;
-}
-
-// The entry of a lookup statement's first row (none when it has no row), with its candidates
-// when asked.
-static StatusOr<std::optional<TuneResult>> ReadOneEntry(sqlite3* db, Stmt* st,
-                                                        bool include_candidates) {
-  TR_ASSIGN_OR_RETURN(bool row, st->Step());
-  if (!row) return std::optional<TuneResult>();
-  int64_t entry_id = 0;
-  TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &entry_id));
-  if (include_candidates) TR_RETURN_IF_ERROR(ReadCandidates(db, entry_id, &r.candidates));
-  return std::optional<TuneResult>(std::move(r));
 }
 
 StatusOr<std::optional<TuneResult>> Store::LookupByClass(const std::string& device_class,
@@ -1095,7 +1208,8 @@ StatusOr<std::optional<TuneResult>> Store::LookupByClass(const std::string& devi
     TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, ClassLookupSql()));
     TR_RETURN_IF_ERROR(st->Bind(1, device_class));
     TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
-    return ReadOneEntry(db, st.get(), include_candidates);
+    int64_t id = 0;
+    return NextGoodEntry(db, *st, include_candidates, &id, skip_);
   });
 }
 
@@ -1107,13 +1221,15 @@ StatusOr<std::optional<TuneResult>> Store::Lookup(const std::string& device_fing
                                        " WHERE e.device_fingerprint = ?1 AND e.problem_key = ?2"));
     TR_RETURN_IF_ERROR(st->Bind(1, device_fingerprint));
     TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
-    return ReadOneEntry(db, st.get(), include_candidates);
+    int64_t id = 0;
+    return NextGoodEntry(db, *st, include_candidates, &id, skip_);
   });
 }
 
 StatusOr<std::vector<TuneResult>> Store::List(const StoreFilter& filter, bool include_candidates,
                                               int limit, const EntryCursor* after,
-                                              std::vector<EntryCursor>* cursors) {
+                                              std::vector<EntryCursor>* cursors,
+                                              size_t max_bytes) {
   Where where = BuildWhere(filter);
   if (after != nullptr) {
     where.sql += where.binds.empty() ? " WHERE " : " AND ";
@@ -1123,27 +1239,22 @@ StatusOr<std::vector<TuneResult>> Store::List(const StoreFilter& filter, bool in
     where.binds.push_back([c](Stmt& st, int i) { return st.Bind(i, c.tuned_at_unix_ms); });
     where.binds.push_back([c](Stmt& st, int i) { return st.Bind(i, c.id); });
   }
-  std::string sql = EntrySelect() + where.sql +
-                    " ORDER BY e.tuned_at_unix_ms DESC, e.id DESC";
-  if (limit > 0) sql += " LIMIT ?";
+  // No SQL LIMIT: rows that are skipped (NextGoodEntry) do not count towards `limit`.
+  const std::string sql =
+      EntrySelect() + where.sql + " ORDER BY e.tuned_at_unix_ms DESC, e.id DESC";
   return OnReader([&](sqlite3* db) -> StatusOr<std::vector<TuneResult>> {
     TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, sql));
     TR_RETURN_IF_ERROR(where.BindAll(*st));
-    if (limit > 0) TR_RETURN_IF_ERROR(st->Bind(static_cast<int>(where.binds.size()) + 1, limit));
     std::vector<TuneResult> out;
-    std::vector<int64_t> ids;
-    while (true) {
-      TR_ASSIGN_OR_RETURN(bool row, st->Step());
-      if (!row) break;
+    size_t bytes = 0;
+    while ((limit <= 0 || static_cast<int>(out.size()) < limit) &&
+           (max_bytes == 0 || bytes < max_bytes)) {
       int64_t id = 0;
-      TR_ASSIGN_OR_RETURN(TuneResult r, ReadEntry(*st, &id));
-      if (cursors != nullptr) cursors->push_back(EntryCursor{r.tuned_at_unix_ms, id});
-      out.push_back(std::move(r));
-      ids.push_back(id);
-    }
-    if (include_candidates) {
-      for (size_t i = 0; i < out.size(); ++i)
-        TR_RETURN_IF_ERROR(ReadCandidates(db, ids[i], &out[i].candidates));
+      TR_ASSIGN_OR_RETURN(auto r, NextGoodEntry(db, *st, include_candidates, &id, skip_));
+      if (!r) break;
+      if (cursors != nullptr) cursors->push_back(EntryCursor{r->tuned_at_unix_ms, id});
+      if (max_bytes > 0) bytes += ApproxEntryBytes(*r);
+      out.push_back(std::move(*r));
     }
     return out;
   });
@@ -1158,13 +1269,14 @@ StatusOr<int64_t> Store::Delete(const StoreFilter& filter) {
   TR_RETURN_IF_ERROR(CheckWritable());
   MutexLock lock(&mu_);
   int64_t deleted = 0;
-  TR_RETURN_IF_ERROR(InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
-    TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, sql));
-    TR_RETURN_IF_ERROR(where.BindAll(*st));
-    TR_RETURN_IF_ERROR(st->Run());
-    deleted = sqlite3_changes64(db_);
-    return Status::OK();
-  }));
+  TR_RETURN_IF_ERROR(NoteWriteFailure(
+      InTransaction(db_, [&, db_ = db_]() -> Status {  // a copy read under mu_
+        TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, sql));
+        TR_RETURN_IF_ERROR(where.BindAll(*st));
+        TR_RETURN_IF_ERROR(st->Run());
+        deleted = sqlite3_changes64(db_);
+        return Status::OK();
+      })));
   return deleted;
 }
 
@@ -1215,13 +1327,13 @@ StatusOr<StoreVersion> Store::Version() {
     MutexLock lock(&read_mu_);
     if (rdb_ != nullptr) {
       TR_ASSIGN_OR_RETURN(int64_t v, DataVersion(rdb_, &version_stmt_, &version_stmt_db_));
-      return StoreVersion{v, 0};
+      return StoreVersion{v, 0, generation_.load()};
     }
   }
   // One connection: data_version counts other processes' commits, total_changes our own.
   MutexLock lock(&mu_);
   TR_ASSIGN_OR_RETURN(int64_t v, DataVersion(db_, &wversion_stmt_, &wversion_stmt_db_));
-  return StoreVersion{v, sqlite3_total_changes64(db_)};
+  return StoreVersion{v, sqlite3_total_changes64(db_), generation_.load()};
 }
 
 }  // namespace transposed

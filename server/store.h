@@ -9,11 +9,20 @@
 // connection, reads on a second one (each call is short: tuning happens outside the store), so a
 // write that waits for a lock another process holds (busy timeout 5 s, then UNAVAILABLE) never
 // delays a lookup; a read waits at most 250 ms for a lock, then UNAVAILABLE.
+//
+// Bad rows: every row read back is checked (server/entry_validation.h); one that does not parse
+// or validate (an older version stored NaN as NULL, say) is skipped, logged once and counted
+// (bad_rows_skipped), and the other rows are served. Read-only: a file that cannot be written is
+// served read-only (Open, or a write that fails for a read-only file or a full disk); TryWritable
+// (called with backoff by server/store_reopener.h) opens it for writing again.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,9 +63,11 @@ struct EntryCursor {
 struct StoreVersion {
   int64_t data_version = 0;  // SQLite's PRAGMA data_version of the connection reads use
   int64_t own_changes = 0;   // rows this store wrote on that same connection (none with two)
+  int64_t generation = 0;    // connections replaced (Store::TryWritable): counters start over
 
   bool operator==(const StoreVersion& o) const {
-    return data_version == o.data_version && own_changes == o.own_changes;
+    return data_version == o.data_version && own_changes == o.own_changes &&
+           generation == o.generation;
   }
   bool operator!=(const StoreVersion& o) const { return !(*this == o); }
 };
@@ -93,9 +104,12 @@ class Store {
   StatusOr<bool> Merge(const TuneResult& result);
   // Entries matching the filter, newest first; limit 0 = all. With `after`, only entries after
   // that cursor (keyset pagination); with `cursors`, each returned entry's cursor is appended.
+  // max_bytes > 0: stops after the entry that brings the entries' ApproxEntryBytes
+  // (server/entry_validation.h) to max_bytes or more (so memory holds about one page).
   StatusOr<std::vector<TuneResult>> List(const StoreFilter& filter, bool include_candidates = false,
                                          int limit = 0, const EntryCursor* after = nullptr,
-                                         std::vector<EntryCursor>* cursors = nullptr);
+                                         std::vector<EntryCursor>* cursors = nullptr,
+                                         size_t max_bytes = 0);
   // Deletes matching entries and their candidates; returns how many entries went.
   StatusOr<int64_t> Delete(const StoreFilter& filter);
   // All device identities ever recorded.
@@ -108,10 +122,22 @@ class Store {
   StatusOr<StoreVersion> Version();
 
   // Empty when writable; else why the store is read-only.
-  const std::string& read_only() const { return read_only_reason_; }
+  std::string read_only() const EXCLUDES(state_mu_);
+  // Leaves read-only mode when the file can be written again: opens it for writing and writes
+  // to it (the schema version, unchanged), then serves from the new connections. OK when the
+  // store is writable now (also when it already was); else why not (the store stays as it was).
+  // ":memory:" is always writable.
+  Status TryWritable() EXCLUDES(mu_, read_mu_, state_mu_);
+  // Rows read back that did not parse or validate and were skipped (each read of one counts).
+  int64_t bad_rows_skipped() const { return bad_rows_skipped_.load(); }
 
  private:
   explicit Store(sqlite3* db);
+  // A write failed: when for a read-only file or a full disk, the store becomes read-only
+  // (logged once) until TryWritable succeeds. Returns `s`.
+  Status NoteWriteFailure(const Status& s) EXCLUDES(state_mu_);
+  // A row that failed to read back (entry id, why): counted, logged the first time per id.
+  void SkipBadRow(int64_t entry_id, const Status& why) EXCLUDES(state_mu_);
   static StatusOr<std::unique_ptr<Store>> OpenWritable(const std::string& path);
   static StatusOr<std::unique_ptr<Store>> OpenReadOnly(const std::string& path,
                                                        const std::string& reason);
@@ -124,10 +150,16 @@ class Store {
   // Writes (and reads without a read connection) on db_ under mu_; reads on rdb_ under
   // read_mu_, so that a write waiting for a lock held by another process never delays a lookup.
   Mutex mu_;
-  sqlite3* const db_ GUARDED_BY(mu_);  // the pointer is set once; every use holds mu_
+  sqlite3* db_ GUARDED_BY(mu_);  // replaced only by TryWritable
   Mutex read_mu_;
-  sqlite3* rdb_ GUARDED_BY(read_mu_) = nullptr;  // set once by OpenWritable
-  std::string read_only_reason_;                 // set once by Open, before the store is shared
+  sqlite3* rdb_ GUARDED_BY(read_mu_) = nullptr;  // set by OpenWritable, replaced by TryWritable
+  std::string path_;                             // set once by Open, before the store is shared
+  mutable Mutex state_mu_;
+  std::string read_only_reason_ GUARDED_BY(state_mu_);
+  std::set<int64_t> bad_rows_logged_ GUARDED_BY(state_mu_);  // at most 256 ids
+  std::atomic<int64_t> bad_rows_skipped_{0};
+  std::atomic<int64_t> generation_{0};  // connections replaced by TryWritable (in Version())
+  const std::function<void(int64_t, const Status&)> skip_;  // SkipBadRow, for the row readers
   // Version()'s PRAGMA data_version, prepared once per connection (the one it was prepared on is
   // kept with it: a replaced connection gets a new statement).
   sqlite3_stmt* version_stmt_ GUARDED_BY(read_mu_) = nullptr;

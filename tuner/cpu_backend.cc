@@ -622,8 +622,18 @@ class CpuSession : public Session {
     in_ = AllocateAligned(p_.in_alloc_bytes());
     out_ = AllocateAligned(p_.out_alloc_bytes());
     ref_ = AllocateAligned(p_.out_alloc_bytes());
-    if (!in_ || !out_ || !ref_)
-      return Status::ResourceExhausted("cpu: cannot allocate the buffers of " + p_.ToString());
+    if (!in_ || !out_ || !ref_) {
+      // Admission (Open) found the memory available; the allocation itself failed (an address
+      // space limit, `ulimit -v`, or memory taken meanwhile): name the bytes.
+      const uint64_t total = static_cast<uint64_t>(p_.in_alloc_bytes()) +
+                             2 * static_cast<uint64_t>(p_.out_alloc_bytes());
+      return Status::ResourceExhausted(
+          "cpu: cannot allocate the buffers of " + p_.ToString() + ": " + std::to_string(total) +
+          " bytes (input " + std::to_string(p_.in_alloc_bytes()) + ", output and reference " +
+          std::to_string(p_.out_alloc_bytes()) + " each); the " +
+          (!in_ ? "input" : !out_ ? "output" : "reference") +
+          " allocation failed (address-space limit `ulimit -v`, or memory taken meanwhile)");
+    }
     FillRandom(in_.get(), p_.in_alloc_bytes(), NewSeed());
     // Gap bytes of the output keep these random values for the session's lifetime; the
     // reference holds the same, so a write into a gap is a mismatch.

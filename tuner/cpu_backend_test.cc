@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -345,6 +348,39 @@ TEST(CpuBackendTest, OpenTooLargeIsResourceExhausted) {
   EXPECT_EQ(backend.Open(p).status().code(), StatusCode::kResourceExhausted);
   p.rows = 0;
   EXPECT_EQ(backend.Open(p).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Under an address-space limit (`ulimit -v`) that admission cannot see, the allocation failure
+// names the bytes. Run in a child, so the limit does not touch the test process.
+TEST(CpuBackendTest, AllocationFailureNamesTheBytes) {
+  const Problem p = Make(8192, 8192, 4);  // 256 MiB input, output and reference each
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    CpuBackend backend;
+    rlimit as{};
+    getrlimit(RLIMIT_AS, &as);
+    as.rlim_cur = 512ull << 20;  // above what the process maps now, below 768 MiB of buffers
+    if (setrlimit(RLIMIT_AS, &as) != 0) _exit(2);
+    const std::string message = backend.Open(p).status().ToString();
+    if (write(fds[1], message.data(), message.size()) < 0) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) message.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_NE(message.find("RESOURCE_EXHAUSTED"), std::string::npos) << message;
+  EXPECT_NE(message.find("805306368 bytes (input 268435456, output and reference 268435456 each)"),
+            std::string::npos)
+      << message;
 }
 
 TEST(CpuBackendTest, MeasureAndCeilingGiveSanePositiveTimes) {
