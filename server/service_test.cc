@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "server/convert.h"
+#include "server/entry_validation.h"
 #include "server/store.h"
 #include "tuner/fake_backend.h"
 
@@ -727,6 +728,46 @@ TEST_F(ServiceTest, ListEntriesIsPaginatedNewestFirst) {
   auto bad = service_->ListEntryPage(EntryQuery{}, false, 10, "e1.12x.3");
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message().rfind("page_token: ", 0), 0u);
+}
+
+// Pages are bounded by bytes as well as by count (issue 22: one entry of many candidates made a
+// ListEntries answer of 11.9 MB): with candidates included, a page ends near kMaxEntryPageBytes
+// whatever the page size asked, and the pages still walk every entry once.
+TEST_F(ServiceTest, ListPagesEndNearThePageBytesWhateverTheEntriesHold) {
+  std::vector<FakeCandidate> many;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string name(180, static_cast<char>('a' + i % 26));
+    many.push_back({"c" + name + "." + std::to_string(i), {1e-3 + i * 1e-7}});
+  }
+  Start(many);
+  const int kEntries = 10;
+  for (int64_t rows = 1; rows <= kEntries; ++rows)
+    ASSERT_TRUE(service_->GetConfig(Req(P(rows, 4))).ok());
+  auto first = service_->ListEntryPage(EntryQuery{}, true, 1, "");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->entries.size(), 1u);
+  const size_t entry_bytes = ApproxEntryBytes(first->entries[0]);
+  // The premise: all the entries together are well over one page.
+  ASSERT_GT(kEntries * entry_bytes, 3 * kMaxEntryPageBytes / 2) << entry_bytes;
+  std::set<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = service_->ListEntryPage(EntryQuery{}, true, kMaxPageSize, token);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_FALSE(page->entries.empty());
+    ++pages;
+    size_t bytes = 0;
+    for (const auto& e : page->entries) {
+      bytes += ApproxEntryBytes(e);
+      EXPECT_EQ(e.candidates.size(), many.size());
+      EXPECT_TRUE(seen.insert(e.problem.Key()).second) << e.problem.Key();
+    }
+    EXPECT_LE(bytes, kMaxEntryPageBytes + entry_bytes) << "page " << pages;
+    token = page->more ? page->resume_tokens.back() : "";
+  } while (!token.empty() && pages < 2 * kEntries);
+  EXPECT_GE(pages, 2);
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kEntries));
 }
 
 // Property: the page-token parser accepts exactly what EntryPageToken writes.
