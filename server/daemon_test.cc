@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "testing/daemon_process.h"
+#include "testing/grpc_health.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
@@ -32,42 +33,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using testing::HealthCheck;
 
 std::string ReadFile(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// The standard gRPC health service's Check for `service` ("": the server as a whole) at
-// `address`, through a generic stub with hand-encoded messages: Debian ships no generated health
-// stubs. On OK, *response holds the HealthCheckResponse's bytes: "\x08\x01" (field 1, varint 1)
-// is SERVING, "\x08\x02" NOT_SERVING.
-grpc::Status HealthCheck(const std::string& address, const std::string& service,
-                         std::string* response) {
-  // HealthCheckRequest{service}: field 1, length-delimited (a one-byte length); "" encodes to no
-  // bytes.
-  if (service.size() >= 128) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "too long");
-  std::string encoded;
-  if (!service.empty())
-    encoded = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
-  grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::Slice slice(encoded);
-  grpc::ByteBuffer request(&slice, 1), reply;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply,
-                 [&done](grpc::Status st) { done.set_value(std::move(st)); });
-  const grpc::Status status = done.get_future().get();
-  response->clear();
-  std::vector<grpc::Slice> slices;
-  if (status.ok() && !reply.Dump(&slices).ok())
-    return grpc::Status(grpc::StatusCode::INTERNAL, "unreadable health response");
-  for (const auto& sl : slices)
-    response->append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-  return status;
 }
 
 int CountOccurrences(const std::string& text, const std::string& needle) {
