@@ -1,10 +1,12 @@
 #include "transposed/kernels/config.h"
+#include "transposed/kernels/family.h"
 #include "transposed/kernels/pointer_alignment.h"
 
 #include <algorithm>
-#include <charconv>
 #include <tuple>
+#include <unordered_map>
 
+#include "kernels/family_retired.h"
 #include "kernels/policy.h"
 #include "kernels/tile_math.h"
 #include "kernels/vendor_layout.h"
@@ -12,133 +14,78 @@
 namespace transposed::kernels {
 namespace {
 
-TransposeConfig MakeNaive() { return Naive(1).Config(); }
-TransposeConfig MakeCopy() { return Copy(1).Config(); }
-
-// Parser helpers: the fields as given (ValidateShape and the canonical-name check judge them).
-TransposeConfig MakeTile(int tr, int tc, int br, int vb, int pad, int swz, int realign = 0,
-                         int async = 0) {
-  TransposeConfig c;
-  c.algorithm = Algorithm::kTile;
-  c.tile_rows = tr;
-  c.tile_cols = tc;
-  c.block_rows = br;
-  c.vec_bytes = vb;
-  c.pad = pad;
-  c.swizzle = swz;
-  c.realign = realign;
-  c.async = async;
-  return c;
-}
-
-TransposeConfig MakeSkinny(int len, int br) { return Skinny(1, len, br).Config(); }
-
-TransposeConfig MakeCublasGeam() { return CublasGeam(4).Config(); }
-TransposeConfig MakeCutensorPermute() { return CutensorPermute(4).Config(); }
-
-// FamilyConfigs, per element size, in kFamily's order.
-struct Family {
+// Every member the table prints, once: the family's rows by element size (in kFamily's order), and
+// every name any row (family or retired) prints, for lookups. Built once.
+struct Members {
   std::vector<TransposeConfig> by_size[17];
+  std::vector<TransposeConfig> all;  // unique configurations: the family's, then the retired
+  std::vector<bool> retired;         // parallel to `all`
+  std::vector<std::map<std::string, int64_t>> params;  // parallel to `all`: Params()
+  std::unordered_map<std::string, size_t> by_name;     // into `all`
+  std::map<std::map<std::string, int64_t>, size_t> by_params;  // into `all`
 };
 
-const Family& GetFamily() {
-  static const Family family = [] {
-    Family f;
-    for (const Policy& p : kFamily) f.by_size[p.elem].push_back(p.Config());
-    return f;
+const Members& GetMembers() {
+  static const Members members = [] {
+    Members m;
+    auto add = [&m](const TransposeConfig& c, bool retired) {
+      if (m.by_name.emplace(c.Name(), m.all.size()).second) {
+        m.by_params.emplace(c.Params(), m.all.size());
+        m.all.push_back(c);
+        m.retired.push_back(retired);
+        m.params.push_back(c.Params());
+      }
+    };
+    for (const Policy& p : kFamily) {
+      m.by_size[p.elem].push_back(p.Config());
+      add(p.Config(), false);
+    }
+    for (const Policy& p : kRetired) add(p.Config(), true);
+    return m;
   }();
-  return family;
+  return members;
 }
 
-// Parses a non-negative decimal integer that is the whole of `s`.
-bool ParseInt(std::string_view s, int* out) {
-  if (s.empty() || s.size() > 9) return false;
-  int v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) return false;
-  *out = v;
-  return true;
+// The keys TransposeConfig::Params() prints (the same for every member).
+const std::map<std::string, int64_t>& ParamKeys() {
+  static const std::map<std::string, int64_t> keys = TransposeConfig().Params();
+  return keys;
 }
 
-// Consumes `prefix` followed by an integer from the front of `part`.
-bool ParseField(std::string_view part, std::string_view prefix, int* out) {
-  if (part.substr(0, prefix.size()) != prefix) return false;
-  return ParseInt(part.substr(prefix.size()), out);
-}
-
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (true) {
-    size_t pos = s.find(sep, start);
-    parts.push_back(s.substr(start, pos == std::string_view::npos ? pos : pos - start));
-    if (pos == std::string_view::npos) break;
-    start = pos + 1;
+// The members whose Params() agree with every key of `params`. A map that leaves keys out (one
+// stored before the key existed: "realign" and "async" came later) names the member whose
+// left-out parameters are all 0 where several agree on the given ones.
+std::vector<const TransposeConfig*> MatchParams(const std::map<std::string, int64_t>& params) {
+  const Members& m = GetMembers();
+  std::vector<const TransposeConfig*> out;
+  if (params.size() == ParamKeys().size()) {  // every key: one lookup (a candidate's map)
+    auto it = m.by_params.find(params);
+    if (it != m.by_params.end()) out.push_back(&m.all[it->second]);
+    return out;
   }
-  return parts;
-}
-
-// Whether every parameter field is zero (the members that take no parameters).
-bool NoParameters(const TransposeConfig& c) {
-  return c.tile_rows == 0 && c.tile_cols == 0 && c.block_rows == 0 && c.vec_bytes == 0 &&
-         c.pad == 0 && c.swizzle == 0 && c.realign == 0 && c.async == 0;
-}
-
-// The thread count of the members with kernels: 32 x block_rows threads a block.
-Status CheckBlockRows(const TransposeConfig& c) {
-  if (c.block_rows < 1 || c.block_rows > 32)
-    return Status::InvalidArgument("block_rows must be in 1..32, got " +
-                                   std::to_string(c.block_rows));
-  return Status::OK();
-}
-
-// Structural checks shared by FromName and FromParams: canonical values for each algorithm.
-Status ValidateShape(const TransposeConfig& c) {
-  switch (c.algorithm) {
-    case Algorithm::kCublasGeam:
-    case Algorithm::kCutensorPermute:
-    case Algorithm::kCopy:
-      if (!NoParameters(c))
-        return Status::InvalidArgument(c.Name() + " takes no parameters");
-      return Status::OK();
-    case Algorithm::kNaive:
-      if (c.tile_rows != 0 || c.tile_cols != 0 || c.vec_bytes != 0 || c.pad != 0 ||
-          c.swizzle != 0 || c.realign != 0 || c.async != 0 || c.block_rows != 8)
-        return Status::InvalidArgument("naive takes no parameters");
-      return Status::OK();
-    case Algorithm::kSkinny:
-      TR_RETURN_IF_ERROR(CheckBlockRows(c));
-      if (c.tile_rows < 16 || c.tile_rows % 16 != 0 || c.tile_cols != 0 || c.vec_bytes != 16 ||
-          c.pad != 0 || c.swizzle != 0 || c.realign != 0 || c.async != 0)
-        return Status::InvalidArgument(
-            "skinny takes a tile length (a positive multiple of 16) and block_rows only");
-      return Status::OK();
-    case Algorithm::kTile:
-      TR_RETURN_IF_ERROR(CheckBlockRows(c));
-      if (c.tile_rows < 1 || c.tile_cols < 1 || c.tile_rows > 1024 || c.tile_cols > 1024)
-        return Status::InvalidArgument("tile dimensions must be in 1..1024");
-      if (c.vec_bytes != 0 && c.vec_bytes != 4 && c.vec_bytes != 8 && c.vec_bytes != 16)
-        return Status::InvalidArgument("vec_bytes must be 0, 4, 8 or 16, got " +
-                                       std::to_string(c.vec_bytes));
-      if (c.swizzle != 0 && c.swizzle != 1)
-        return Status::InvalidArgument("swizzle must be 0 or 1");
-      if (c.swizzle == 1 && c.pad != 0)
-        return Status::InvalidArgument("a swizzled tile has no padding");
-      if (c.pad < 0 || c.pad > 64) return Status::InvalidArgument("pad must be in 0..64");
-      if (c.realign < 0 || c.realign > 2)
-        return Status::InvalidArgument("realign must be 0, 1 or 2");
-      if (c.realign != 0 && c.vec_bytes != 16)
-        return Status::InvalidArgument("realign needs vec_bytes 16");
-      if (c.realign == 2 && c.swizzle != 1)
-        return Status::InvalidArgument("realign 2 (packed) needs the swizzled layout");
-      if (c.async != 0 && c.async != 2 && c.async != 3)
-        return Status::InvalidArgument("async must be 0, 2 or 3");
-      if (c.async != 0 && (c.vec_bytes != 16 || c.swizzle != 1 || c.realign != 0))
-        return Status::InvalidArgument("async needs vec_bytes 16, swizzle and no realign");
-      return Status::OK();
+  std::vector<const TransposeConfig*> zero_rest;
+  for (size_t i = 0; i < m.all.size(); ++i) {
+    bool agree = true, rest_zero = true;
+    for (const auto& [k, v] : m.params[i]) {
+      auto it = params.find(k);
+      if (it == params.end()) {
+        rest_zero = rest_zero && v == 0;
+      } else if (it->second != v) {
+        agree = false;
+        break;
+      }
+    }
+    if (!agree) continue;
+    out.push_back(&m.all[i]);
+    if (rest_zero) zero_rest.push_back(&m.all[i]);
   }
-  return Status::InvalidArgument("unknown algorithm " +
-                                 std::to_string(static_cast<int>(c.algorithm)));
+  return out.size() > 1 && zero_rest.size() == 1 ? zero_rest : out;
+}
+
+std::string ParamsText(const std::map<std::string, int64_t>& params) {
+  std::string s = "{";
+  for (const auto& [k, v] : params) s += (s.size() > 1 ? ", " : "") + k + ": " + std::to_string(v);
+  return s + "}";
 }
 
 }  // namespace
@@ -199,117 +146,29 @@ std::map<std::string, int64_t> TransposeConfig::Params() const {
 }
 
 StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
-  auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("bad config name '" + std::string(name) + "': " + why);
-  };
-  if (name == "naive") return MakeNaive();
-  if (name == "cublas.geam") return MakeCublasGeam();
-  if (name == "cutensor.permute") return MakeCutensorPermute();
-  if (name == "copy") return MakeCopy();
-  std::vector<std::string_view> parts = Split(name, '.');
-  TransposeConfig c;
-  if (parts[0] == "skinny") {
-    int len = 0, br = 0;
-    if (parts.size() != 3 || !ParseField(parts[1], "l", &len) || !ParseField(parts[2], "rows", &br))
-      return bad("expected skinny.l<LEN>.rows<N>");
-    c = MakeSkinny(len, br);
-  } else if (parts[0].substr(0, 4) == "tile") {
-    std::string_view dims = parts[0].substr(4);
-    size_t x = dims.find('x');
-    int tr = 0, tc = 0, br = 0, vb = 0, pad = 0, swz = 0, realign = 0, async = 0;
-    if (x == std::string_view::npos || !ParseInt(dims.substr(0, x), &tr) ||
-        !ParseInt(dims.substr(x + 1), &tc))
-      return bad("expected tile<R>x<C>");
-    size_t i = 1;
-    if (i >= parts.size() || !ParseField(parts[i], "rows", &br)) return bad("expected .rows<N>");
-    ++i;
-    if (i < parts.size() && parts[i].substr(0, 3) == "vec") {
-      if (!ParseField(parts[i], "vec", &vb) || vb == 0) return bad("bad .vec<BYTES>");
-      ++i;
-      if (i < parts.size() && parts[i] == "realign") {
-        realign = 1;
-        ++i;
-      } else if (i < parts.size() && parts[i].substr(0, 7) == "realign") {
-        if (!ParseField(parts[i], "realign", &realign) || realign < 2) return bad("bad .realign<N>");
-        ++i;
-      }
-    }
-    if (i >= parts.size()) return bad("expected .pad<N> or .swz");
-    if (parts[i] == "swz") {
-      swz = 1;
-    } else if (!ParseField(parts[i], "pad", &pad)) {
-      return bad("expected .pad<N> or .swz");
-    }
-    ++i;
-    if (i < parts.size() && parts[i].substr(0, 5) == "async") {
-      if (!ParseField(parts[i], "async", &async) || async == 0) return bad("bad .async<N>");
-      ++i;
-    }
-    if (i != parts.size()) return bad("trailing fields");
-    c = MakeTile(tr, tc, br, vb, pad, swz, realign, async);
-  } else {
-    return bad("unknown algorithm");
-  }
-  Status s = ValidateShape(c);
-  if (!s.ok()) return bad(s.message());
-  if (c.Name() != name) return bad("not in canonical form (expected '" + c.Name() + "')");
-  return c;
+  if (std::optional<TransposeConfig> c = FindMember(name)) return *c;
+  return Status::InvalidArgument("config name '" + std::string(name) +
+                                 "' is not in the family (no row of kernels/policy.h prints it)");
 }
 
 StatusOr<TransposeConfig> TransposeConfig::FromParams(
     const std::map<std::string, int64_t>& params) {
-  static const char* const kKeys[] = {"algorithm", "tile_rows", "tile_cols", "block_rows",
-                                      "vec_bytes", "pad",       "swizzle",   "realign",
-                                      "async"};
   for (const auto& [k, v] : params) {
-    // A named copy: C++17 lambdas cannot capture a structured binding (clang refuses).
-    const std::string& name = k;
-    if (std::find_if(std::begin(kKeys), std::end(kKeys),
-                     [&name](const char* key) { return name == key; }) == std::end(kKeys))
+    (void)v;
+    if (ParamKeys().count(k) == 0)
       return Status::InvalidArgument("unknown config parameter '" + k + "'");
-    if (v < 0 || v > 1 << 20)
-      return Status::InvalidArgument("config parameter '" + k +
-                                     "' out of range: " + std::to_string(v));
   }
-  auto it = params.find("algorithm");
-  if (it == params.end()) return Status::InvalidArgument("config parameter 'algorithm' missing");
-  TransposeConfig c;
-  switch (it->second) {
-    case 0:
-      c = MakeNaive();
-      break;
-    case 1:
-      c = MakeTile(32, 32, 8, 0, 0, 0);
-      break;
-    case 2:
-      c = MakeSkinny(256, 8);
-      break;
-    case 3:
-      c = MakeCublasGeam();
-      break;
-    case 4:
-      c = MakeCutensorPermute();
-      break;
-    case 5:
-      c = MakeCopy();
-      break;
-    default:
-      return Status::InvalidArgument("unknown algorithm " + std::to_string(it->second));
-  }
-  auto get = [&](const char* key, int* field) {
-    auto f = params.find(key);
-    if (f != params.end()) *field = static_cast<int>(f->second);
-  };
-  get("tile_rows", &c.tile_rows);
-  get("tile_cols", &c.tile_cols);
-  get("block_rows", &c.block_rows);
-  get("vec_bytes", &c.vec_bytes);
-  get("pad", &c.pad);
-  get("swizzle", &c.swizzle);
-  get("realign", &c.realign);
-  get("async", &c.async);
-  TR_RETURN_IF_ERROR(ValidateShape(c));
-  return c;
+  if (params.count("algorithm") == 0)
+    return Status::InvalidArgument("config parameter 'algorithm' missing");
+  const std::vector<const TransposeConfig*> match = MatchParams(params);
+  if (match.empty())
+    return Status::InvalidArgument("no member of the family has the parameters " +
+                                   ParamsText(params));
+  if (match.size() > 1)
+    return Status::InvalidArgument("the parameters " + ParamsText(params) +
+                                   " name several members of the family (" + match[0]->Name() +
+                                   ", " + match[1]->Name() + ", ...): give every parameter");
+  return *match[0];
 }
 
 bool TransposeConfig::operator==(const TransposeConfig& o) const {
@@ -322,7 +181,31 @@ const std::vector<TransposeConfig>& FamilyConfigs(int elem_size) {
   static const std::vector<TransposeConfig> kEmpty;
   if (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8 && elem_size != 16)
     return kEmpty;
-  return GetFamily().by_size[elem_size];
+  return GetMembers().by_size[elem_size];
+}
+
+std::optional<TransposeConfig> FindMember(std::string_view name) {
+  const Members& m = GetMembers();
+  auto it = m.by_name.find(std::string(name));
+  if (it == m.by_name.end()) return std::nullopt;
+  return m.all[it->second];
+}
+
+std::optional<TransposeConfig> MemberOfParams(const std::map<std::string, int64_t>& params) {
+  for (const auto& [k, v] : params) {
+    (void)v;
+    if (ParamKeys().count(k) == 0) return std::nullopt;
+  }
+  if (params.count("algorithm") == 0) return std::nullopt;
+  const std::vector<const TransposeConfig*> match = MatchParams(params);
+  if (match.size() != 1) return std::nullopt;
+  return *match[0];
+}
+
+bool IsRetired(const TransposeConfig& c) {
+  const Members& m = GetMembers();
+  auto it = m.by_name.find(c.Name());
+  return it != m.by_name.end() && m.retired[it->second] && m.all[it->second] == c;
 }
 
 bool SameLayoutTransposed(const Problem& p) {
@@ -347,7 +230,8 @@ Status CheckConfig(const TransposeConfig& c, const Problem& p) {
   const auto& fam = FamilyConfigs(e);
   if (std::find(fam.begin(), fam.end(), c) == fam.end())
     return Status::InvalidArgument("config " + c.Name() + " is not in the family for " +
-                                   std::to_string(e) + "-byte elements");
+                                   std::to_string(e) + "-byte elements" +
+                                   (IsRetired(c) ? " (a retired row: re-tune the problem)" : ""));
   switch (c.algorithm) {
     case Algorithm::kNaive:
       return Status::OK();
@@ -435,9 +319,9 @@ std::vector<TransposeConfig> CandidateConfigs(const Problem& p) {
   return out;
 }
 
-TransposeConfig NaiveConfig() { return MakeNaive(); }
-TransposeConfig TextbookTileConfig() { return MakeTile(32, 32, 8, 0, 0, 0); }
-TransposeConfig TextbookPaddedTileConfig() { return MakeTile(32, 32, 8, 0, 1, 0); }
+TransposeConfig NaiveConfig() { return Naive(4).Config(); }
+TransposeConfig TextbookTileConfig() { return Tile(4, 32, 32, 8, 0, Pad(0)).Config(); }
+TransposeConfig TextbookPaddedTileConfig() { return Tile(4, 32, 32, 8, 0, Pad(1)).Config(); }
 
 }  // namespace transposed::kernels
 

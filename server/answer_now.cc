@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "transposed/kernels/config.h"
+#include "transposed/kernels/family.h"
 
 namespace transposed {
 namespace {
@@ -55,12 +55,6 @@ std::optional<size_t> NearestEntry(const Problem& p, const std::vector<TuneResul
   return best;
 }
 
-// The CUDA family's "algorithm" parameter (TransposeConfig::Params).
-constexpr int64_t AlgorithmParam(kernels::Algorithm a) { return static_cast<int64_t>(a); }
-constexpr int64_t kCudaTile = AlgorithmParam(kernels::Algorithm::kTile);
-constexpr int64_t kCudaSkinny = AlgorithmParam(kernels::Algorithm::kSkinny);
-constexpr int64_t kCudaCopy = AlgorithmParam(kernels::Algorithm::kCopy);
-
 Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& valid) {
   const Candidate* pick = nullptr;
   double best = std::numeric_limits<double>::infinity();
@@ -69,12 +63,13 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
   };
   for (const Candidate& c : valid) {
     if (Param(c, "test_fault", 0) != 0) continue;
-    const int64_t algorithm = Param(c, "algorithm", -1);
-    if (algorithm == kCudaCopy) {
+    // The CUDA family's member this candidate runs, if it is one (kernels' host lookup).
+    const std::optional<kernels::Algorithm> cuda = kernels::FamilyAlgorithm(c.params);
+    if (cuda == kernels::Algorithm::kCopy) {
       consider(c, -2);  // CUDA copy: offered only where the layout does not change, a copy's speed
-    } else if (algorithm == kCudaSkinny && ShapeClass(p) != "tiled") {
+    } else if (cuda == kernels::Algorithm::kSkinny && ShapeClass(p) != "tiled") {
       consider(c, -1);  // CUDA skinny: the first one, before any tile
-    } else if (algorithm == kCudaTile) {
+    } else if (cuda == kernels::Algorithm::kTile) {
       const double tile_bytes = static_cast<double>(Param(c, "tile_rows", 32) *
                                                     Param(c, "tile_cols", 32) * p.elem_size());
       const double score = (Param(c, "vec_bytes", 0) == 16 ? 0 : 4) +
@@ -83,7 +78,7 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
                            0.25 * Log2Ratio(static_cast<double>(Param(c, "block_rows", 8)), 8) +
                            Log2Ratio(tile_bytes, 16384);
       consider(c, score);
-    } else if (algorithm < 0 && c.params.count("isa") != 0) {
+    } else if (!cuda && c.params.count("isa") != 0) {
       // CPU SIMD: the widest ISA, all threads, the 1024 x 512-byte column walk (else 4 micro-
       // tiles a side), streaming stores where offered (docs/cpu-backend.md: the usual winners).
       const double threads = static_cast<double>(std::max<int64_t>(1, Param(c, "threads", 1)));
@@ -94,7 +89,7 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
               : 0.25 * Log2Ratio(static_cast<double>(std::max<int64_t>(1, Param(c, "block", 4))), 4);
       consider(c, 5 - static_cast<double>(Param(c, "isa", 0)) - 0.01 * std::log2(threads) +
                       layout - 0.05 * static_cast<double>(Param(c, "nt", 0)));
-    } else if (algorithm < 0 && Param(c, "tile", 0) > 0) {
+    } else if (!cuda && Param(c, "tile", 0) > 0) {
       // CPU: tile 32, then the most threads.
       const double threads = static_cast<double>(std::max<int64_t>(1, Param(c, "threads", 1)));
       consider(c, 10 + Log2Ratio(static_cast<double>(Param(c, "tile", 32)), 32) -
