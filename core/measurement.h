@@ -1,7 +1,7 @@
 // Measurement: the timing of one candidate (or of the device's copy ceiling), MeasureMethod, how
 // it was taken, and MeasureOptions, how long to measure.
 //
-// Defined once here and mapped once per format: proto/transposed/v1 (server/convert.cc), the
+// Defined once here and mapped once per format: proto/transposed/v1 (server/grpc/convert.cc), the
 // SQLite `entries`/`candidates` columns (server/store.cc's column tables; the method as one JSON
 // column), the worker protocol (tuner/worker/codec.cc).
 // Plain value types; thread-compatible.

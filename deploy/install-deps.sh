@@ -40,10 +40,10 @@ PKGS=(
   python3 python3-grpcio python3-protobuf python3-pip python3-setuptools
 )
 if [ "$MODE" != build ]; then
-  # openssl makes the TLS/mTLS certificates of the security tests (server/security_e2e_test.cc);
+  # openssl makes the TLS/mTLS certificates of the security tests (server/e2e/security_e2e_test.cc);
   # python3-venv: the README's `pip install ./python` into a virtual environment (Debian's
   # python3 is externally managed, PEP 668); redis-server: the shared store's tests
-  # (server/fleet_flight_test.cc, server/fleet_herd_test.cc) start a real one on loopback (the
+  # (server/fleet/fleet_flight_test.cc, server/e2e/fleet_herd_test.cc) start a real one on loopback (the
   # daemon itself needs only libhiredis, for --shared-store).
   PKGS+=(openssl python3-venv redis-server)
 fi

@@ -20,7 +20,7 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTRANSPOSED_CUDA=OFF -DB
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 cmake --build "$dir" -j "${JOBS:-$(nproc)}" --target \
   transposed_store transposed_service transposed_grpc_service transposed_worker \
-  transposed_peers
+  transposed_fleet transposed_daemon
 # The kernels' vendor members (cuBLAS/cuTENSOR handles and plans, kernels/vendor.cc) build only
 # with CUDA: their host code is checked on its own, against the CUDA Toolkit's headers.
 cuda_include=${CUDA_INCLUDE:-}

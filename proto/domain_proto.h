@@ -1,6 +1,6 @@
 // The one mapping between the core types that cross a process boundary (DeviceInfo, Candidate,
 // Measurement; core/) and the API's messages (transposed.v1.Device, Variant, Measurement). The
-// daemon's API (server/convert.cc: answers, export and import) and the worker protocol
+// daemon's API (server/grpc/convert.cc: answers, export and import) and the worker protocol
 // (tuner/worker/worker.proto, which carries these same messages) both use it; it lives in
 // transposed_proto_messages, protobuf only, so the worker links no gRPC. Problem and
 // MeasureMethod have their own files (proto/problem_proto.h, proto/measure_method_proto.h).

@@ -1,5 +1,5 @@
 // The one mapping between core MeasureMethod (core/measurement.h) and the API's
-// transposed.v1.MeasureMethod. The daemon's API (server/convert.cc) and the worker protocol
+// transposed.v1.MeasureMethod. The daemon's API (server/grpc/convert.cc) and the worker protocol
 // (tuner/worker/codec.cc, whose Measurement carries the same message) both use it; it lives in
 // transposed_proto_messages, protobuf only, so the worker links no gRPC.
 //

@@ -5,7 +5,7 @@
 // their text at most kMaxEntryBytes, so that one entry always fits a reply page (and a gRPC
 // message) and nothing it holds can later fail to serialise.
 //
-// The doors call ValidateEntry after parsing (server/convert.cc ExportedEntryFromProto, used by
+// The doors call ValidateEntry after parsing (server/grpc/convert.cc ExportedEntryFromProto, used by
 // all three), the store again before it writes a foreign row (Store::Merge) and on every row it
 // reads (a row that fails is skipped and counted, the others are served). A refused row is never
 // stored. Errors are INVALID_ARGUMENT naming the field as the API spells it

@@ -131,7 +131,7 @@ class ServiceObserver {
   virtual void OnEntryRefused(const char* door) { (void)door; }
 };
 
-// Asks peer daemons (server/peers.h) for a stored result of `problem` measured on a device of
+// Asks peer daemons (server/fleet/peers.h) for a stored result of `problem` measured on a device of
 // `device`'s class; nullopt when none has one. Called on a device worker before a tune.
 using PeerLookupFn =
     std::function<std::optional<TuneResult>(const DeviceInfo& device, const Problem& problem)>;
@@ -189,7 +189,7 @@ using TuneProgressFn = std::function<void(const CandidateResult&, int, int)>;
 // The answer to one request, called exactly once unless the request detached first.
 using AnswerFn = std::function<void(StatusOr<ConfigAnswer>)>;
 // Whether a request may wait for a tune (the gRPC layer's per-client cap on waiting calls,
-// server/call_limiter.h): OK, or the status it is refused with. Asked only of a request about to
+// server/grpc/call_limiter.h): OK, or the status it is refused with. Asked only of a request about to
 // join or queue a tune, never of a hit, a CACHE_ONLY miss or an ANSWER_NOW answer.
 using AdmitFn = std::function<Status()>;
 

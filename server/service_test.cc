@@ -15,7 +15,7 @@
 #include <set>
 #include <thread>
 
-#include "server/convert.h"
+#include "server/grpc/convert.h"
 #include "server/entry_validation.h"
 #include "server/store.h"
 #include "tuner/fake_backend.h"

@@ -1,5 +1,5 @@
 // SharedFlight: what the service asks of a fleet-wide store of tuned results on a local miss
-// (server/fleet_flight.h implements it over Redis; the service knows only this interface).
+// (server/fleet/fleet_flight.h implements it over Redis; the service knows only this interface).
 //
 // On a miss that would tune, the service hands the problem to Resolve() instead of its device
 // queue. The answer comes back later, on the implementation's thread, as one of:

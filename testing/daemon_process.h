@@ -5,7 +5,7 @@
 // SIGTERM and waits for a graceful exit. C++ tests use the class directly; tests written in other
 // languages (CMake scripts, Python, shell) run under `with_daemon` (testing/with_daemon.cc), which
 // starts one daemon, exports its address as TRANSPOSED_SERVER and runs their command. Tests of
-// the binary's own flags (server/daemon_test.cc) set DaemonOptions::exact_args: the daemon gets
+// the binary's own flags (server/e2e/daemon_test.cc) set DaemonOptions::exact_args: the daemon gets
 // exactly their arguments, Start() only spawns it, and they wait with WaitPort() and Wait().
 // Thread-compatible: one thread drives a DaemonProcess.
 #pragma once

@@ -2,7 +2,7 @@
 ($TRANSPOSED_DAEMON, CPU backend, temporary directory): the admin token (token_file, token,
 $TRANSPOSED_TOKEN_FILE) against --admin-token-file, TLS (tls_ca, tls_server_name) and mutual TLS
 (tls_cert, tls_key) against --tls-cert/--tls-key/--tls-client-ca. Certificates are made with the
-openssl command, as server/security_e2e_test.cc does."""
+openssl command, as server/e2e/security_e2e_test.cc does."""
 import os
 import shutil
 import subprocess

@@ -1,0 +1,246 @@
+#include "server/daemon/startup.h"
+
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+#include <chrono>
+
+namespace transposed {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ListenAddressTest, AcceptsHostPortForms) {
+  auto a = ParseListenAddress("127.0.0.1:50051");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 50051);
+  EXPECT_TRUE(a->loopback);
+  a = ParseListenAddress("0.0.0.0:0");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->port, 0);
+  EXPECT_FALSE(a->loopback);
+  a = ParseListenAddress("[::1]:65535");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "::1");
+  EXPECT_EQ(a->port, 65535);
+  EXPECT_TRUE(a->loopback);
+  a = ParseListenAddress("[::]:80");
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->loopback);
+  a = ParseListenAddress("localhost:1");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->loopback);
+  a = ParseListenAddress("gpu-node-17:50051");
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->loopback);
+  a = ParseListenAddress("unix:/run/transposed.sock");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->unix_socket);
+  EXPECT_TRUE(a->loopback);
+}
+
+TEST(ListenAddressTest, RefusesPortsOutOfRangeAndMalformedValues) {
+  for (const char* bad : {"127.0.0.1:70000", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:",
+                          "127.0.0.1", ":50051", "127.0.0.1:50051x", "127.0.0.1:0x10",
+                          "[::1:50051", "[::1]50051", "::1:50051", "127.0.0.1:999999",
+                          "unix:", "", "127.0.0.1: 80"}) {
+    auto a = ParseListenAddress(bad);
+    EXPECT_FALSE(a.ok()) << bad;
+    if (!a.ok()) {
+      EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(a.status().message().rfind("--listen: ", 0), 0u) << a.status().message();
+    }
+  }
+}
+
+// Property: any string either parses to a port in 0..65535 or is refused; never throws.
+TEST(ListenAddressTest, RandomInputsNeverThrowAndPortsStayInRange) {
+  std::mt19937 rng(7);
+  const std::string alphabet = "0123456789:[]abc.unix-/ \n\x00\xff";
+  for (int i = 0; i < 20000; ++i) {
+    std::string s(rng() % 24, ' ');
+    for (char& c : s) c = alphabet[rng() % alphabet.size()];
+    auto a = ParseListenAddress(s);
+    if (a.ok()) {
+      EXPECT_GE(a->port, 0);
+      EXPECT_LE(a->port, 65535);
+    }
+  }
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/startup_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    app_.set_config("--config");
+    app_.add_option("--listen", listen_);
+    app_.add_option("--tune-budget", budget_);
+    app_.add_option("--log-level", level_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& text) {
+    const fs::path p = dir_ / ("c" + std::to_string(n_++) + ".toml");
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+
+  fs::path dir_;
+  int n_ = 0;
+  CLI::App app_;
+  std::string listen_, level_;
+  double budget_ = 0;
+};
+
+TEST_F(ConfigFileTest, KnownKeysPass) {
+  EXPECT_TRUE(CheckConfigFile(app_, Write("# comment\nlisten = \"127.0.0.1:1\"\n"
+                                           "tune-budget = 3\nlog_level = \"debug\"\n\n"))
+                  .ok());
+}
+
+TEST_F(ConfigFileTest, UnknownKeyIsNamed) {
+  const std::string path = Write("listen = \"127.0.0.1:1\"\ntune-budgte = 3\n");
+  Status s = CheckConfigFile(app_, path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown key 'tune-budgte'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(path), std::string::npos);
+}
+
+TEST_F(ConfigFileTest, SectionIsNamed) {
+  Status s = CheckConfigFile(app_, Write("[server]\nlisten = \"127.0.0.1:1\"\n"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("section [server]"), std::string::npos) << s.message();
+  s = CheckConfigFile(app_, Write("listen = \"127.0.0.1:1\"\n[empty]\n"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("section [empty]"), std::string::npos) << s.message();
+}
+
+TEST_F(ConfigFileTest, TheConfigKeyItselfIsNoSetting) {
+  EXPECT_FALSE(CheckConfigFile(app_, Write("config = \"other.toml\"\n")).ok());
+}
+
+// Property: random and mutated files never crash the check; a file the check accepts holds only
+// known keys at the top level.
+TEST_F(ConfigFileTest, RandomAndMutatedFilesNeverCrash) {
+  std::mt19937 rng(99);
+  const std::string seed = "listen = \"127.0.0.1:1\"\ntune-budget = 3\n# c\nlog-level = 'info'\n";
+  const std::string alphabet = "=[]\"'#\n \t.abcdelistn-_0123\\\x00\xff";
+  for (int i = 0; i < 1500; ++i) {
+    std::string text = seed;
+    const int edits = 1 + static_cast<int>(rng() % 6);
+    for (int e = 0; e < edits; ++e) {
+      const size_t pos = rng() % (text.size() + 1);
+      switch (rng() % 3) {
+        case 0: text.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        case 1: if (pos < text.size()) text.erase(pos, 1); break;
+        default: if (pos < text.size()) text[pos] = alphabet[rng() % alphabet.size()];
+      }
+    }
+    Status s = CheckConfigFile(app_, Write(text));
+    if (s.ok()) {
+      // No section header got through.
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);) {
+        const auto b = line.find_first_not_of(" \t");
+        const auto e = line.find_last_not_of(" \t\r");
+        if (b == std::string::npos) continue;
+        EXPECT_FALSE(line[b] == '[' && line[e] == ']') << text;
+      }
+    } else {
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(FileLimitTest, RaisesTheSoftLimitToTheHardLimit) {
+  rlimit lim{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_max > 64) {
+    rlimit low = lim;
+    low.rlim_cur = 64;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  }
+  std::string note;
+  const uint64_t now = RaiseFileLimit(&note);
+  EXPECT_EQ(now, static_cast<uint64_t>(lim.rlim_max)) << note;
+  rlimit after{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &after), 0);
+  EXPECT_EQ(after.rlim_cur, lim.rlim_max);
+  EXPECT_FALSE(note.empty());
+}
+
+// The default connection cap leaves what is open, the daemon's own files and a burst below the
+// descriptor limit; the guard sits inside the burst; no limit known: 4096, no guard.
+TEST(DescriptorBudgetTest, CapsLeaveRoomForTheDaemonsOwnFiles) {
+  DescriptorBudget b = MakeDescriptorBudget(1024, 40);
+  EXPECT_EQ(b.burst, 128u);
+  EXPECT_EQ(b.max_connections, 1024 - 40 - 64 - 128);
+  EXPECT_EQ(b.guard_fd, 1024 - 64);
+  EXPECT_EQ(b.accept_queue, 64);
+  b = MakeDescriptorBudget(256, 30);
+  EXPECT_EQ(b.max_connections, 256 - 30 - 64 - 32);
+  EXPECT_EQ(b.guard_fd, 256 - 16);
+  EXPECT_EQ(b.accept_queue, 16);
+  b = MakeDescriptorBudget(1 << 20, 30);
+  EXPECT_EQ(b.max_connections, DescriptorBudget::kMaxDefaultConnections);
+  EXPECT_EQ(b.accept_queue, 0);  // the system's somaxconn (4096) is smaller
+  b = MakeDescriptorBudget(0, 30);
+  EXPECT_EQ(b.max_connections, DescriptorBudget::kMaxDefaultConnections);
+  EXPECT_EQ(b.guard_fd, 0);
+  b = MakeDescriptorBudget(64, 40);  // nothing left: one connection
+  EXPECT_EQ(b.max_connections, 1);
+  EXPECT_GT(CountOpenFiles(), 2u);  // stdin, stdout, stderr at least
+}
+
+// SetAcceptQueue finds this process's listening socket of a port (and no other) and shrinks its
+// queue: with a queue of 1, a third connection is not accepted by the kernel.
+TEST(DescriptorBudgetTest, SetAcceptQueueShrinksTheListenBacklog) {
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ASSERT_EQ(listen(lfd, 128), 0);
+  const int port = ntohs(addr.sin_port);
+  EXPECT_EQ(SetAcceptQueue(port + 1 == 65536 ? 1 : port + 1, 1), 0);
+  EXPECT_EQ(SetAcceptQueue(port, 1), 1);
+  // Linux queues backlog + 1 connections; the next SYN is dropped (a non-blocking connect stays
+  // in progress).
+  std::vector<int> clients;
+  int connected = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    clients.push_back(c);
+    connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int c : clients) {
+    int err = -1;
+    socklen_t elen = sizeof(err);
+    getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen);
+    pollfd p{c, POLLOUT, 0};
+    if (poll(&p, 1, 0) == 1 && err == 0) ++connected;
+  }
+  EXPECT_EQ(connected, 2);
+  for (int c : clients) close(c);
+  close(lfd);
+}
+
+}  // namespace
+}  // namespace transposed

@@ -1,0 +1,368 @@
+#include "server/fleet/shared_store.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/device_class.h"
+#include "core/text.h"
+#include "server/grpc/convert.h"
+
+namespace transposed {
+
+namespace {
+
+// Fetch-or-lease. KEYS: result, lease. ARGV: format, token, lease ms, "1" to skip the stored value
+// (it was refused). Returns {1, e, m} (found), {2, present, m} (leased: this token now holds it),
+// or {3, present, pttl, m} (another node holds the lease). `present`: a value of another format
+// or a skipped one is there (the caller counts it as refused); `m`: its median as stored.
+constexpr const char* kFetchOrLeaseLua = R"lua(
+local v = redis.call('HMGET', KEYS[1], 'f', 'm', 'e')
+local present = 0
+if v[1] or v[3] then present = 1 end
+if ARGV[4] ~= '1' and v[1] == ARGV[1] and v[3] then return {1, v[3], v[2] or ''} end
+if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3]) then return {2, present, v[2] or ''} end
+return {3, present, redis.call('PTTL', KEYS[2]), v[2] or ''}
+)lua";
+
+// Publish-if-faster. KEYS: result, lease. ARGV: format, median, entry, token ('' : none), channel,
+// problem key, the `m` of a value this node refused ('' : none; replaced only if still there).
+// Writes when nothing of this format is stored, the stored median is not a number, the new one is
+// lower, or the refused value is still the one stored; never a slower result over a faster one.
+// Releases the lease if the token still holds it, and tells the class. Returns 1 when written.
+constexpr const char* kPublishLua = R"lua(
+local cur = redis.call('HMGET', KEYS[1], 'f', 'm')
+local m = tonumber(cur[2])
+local written = 0
+if cur[1] ~= ARGV[1] or not m or tonumber(ARGV[2]) < m or (ARGV[7] ~= '' and cur[2] == ARGV[7]) then
+  redis.call('HSET', KEYS[1], 'f', ARGV[1], 'm', ARGV[2], 'e', ARGV[3])
+  written = 1
+end
+if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) == ARGV[4] then redis.call('DEL', KEYS[2]) end
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+return written
+)lua";
+
+// Renew. KEYS: lease. ARGV: token, ms. 1 when the token still held the lease (now extended).
+constexpr const char* kRenewLua = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+)lua";
+
+// Release. KEYS: lease. ARGV: token, channel, problem key. Drops the lease if the token holds it
+// and tells the class (a waiting node takes it over).
+constexpr const char* kReleaseLua = R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+)lua";
+
+constexpr const char* kScripts[] = {kFetchOrLeaseLua, kPublishLua, kRenewLua, kReleaseLua};
+
+timeval Remaining(Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+      deadline - std::chrono::steady_clock::now());
+  // hiredis treats a zero timeout as none at all: at least one millisecond.
+  left = std::max(left, std::chrono::microseconds(1000));
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(left.count() / 1000000);
+  tv.tv_usec = static_cast<suseconds_t>(left.count() % 1000000);
+  return tv;
+}
+
+RedisValue Convert(const redisReply* r) {
+  RedisValue v;
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      v.type = RedisValue::Type::kString;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      v.type = RedisValue::Type::kStatus;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      v.type = RedisValue::Type::kError;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      v.type = RedisValue::Type::kInteger;
+      v.integer = r->integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      v.type = RedisValue::Type::kArray;
+      for (size_t i = 0; i < r->elements; ++i) v.elements.push_back(Convert(r->element[i]));
+      break;
+    default:
+      v.type = RedisValue::Type::kNil;
+  }
+  return v;
+}
+
+std::string ContextError(const redisContext* c, const std::string& what) {
+  if (c == nullptr) return what + ": out of memory";
+  std::string e = c->errstr;
+  if (e.find("Resource temporarily unavailable") != std::string::npos) e = "timed out";
+  return what + ": " + e;
+}
+
+// Connects (within the deadline) and authenticates; the context with a timeout set.
+StatusOr<redisContext*> Open(const SharedStoreOptions& options, Deadline deadline,
+                             std::vector<std::vector<std::string>>* setup) {
+  redisContext* c =
+      redisConnectWithTimeout(options.url.host.c_str(), options.url.port, Remaining(deadline));
+  if (c == nullptr || c->err) {
+    const std::string e = ContextError(c, "connecting to " + options.url.ToString());
+    if (c != nullptr) redisFree(c);
+    return Status::Unavailable(e);
+  }
+  if (!options.password.empty()) {
+    if (options.url.user.empty())
+      setup->push_back({"AUTH", options.password});
+    else
+      setup->push_back({"AUTH", options.url.user, options.password});
+  }
+  if (options.url.db != 0) setup->push_back({"SELECT", std::to_string(options.url.db)});
+  return c;
+}
+
+// Sends `commands` on `c` and reads their replies (one round trip).
+StatusOr<std::vector<RedisValue>> RoundTrip(redisContext* c,
+                                            const std::vector<std::vector<std::string>>& commands,
+                                            Deadline deadline, const std::string& where) {
+  std::vector<RedisValue> out;
+  if (commands.empty()) return out;
+  if (redisSetTimeout(c, Remaining(deadline)) != REDIS_OK)
+    return Status::Unavailable(ContextError(c, where));
+  for (const auto& cmd : commands) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : cmd) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()) !=
+        REDIS_OK)
+      return Status::Unavailable(ContextError(c, where));
+  }
+  for (size_t i = 0; i < commands.size(); ++i) {
+    void* reply = nullptr;
+    if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr)
+      return Status::Unavailable(ContextError(c, where));
+    out.push_back(Convert(static_cast<redisReply*>(reply)));
+    freeReplyObject(reply);
+  }
+  return out;
+}
+
+Status CheckSetupReplies(const std::vector<RedisValue>& replies, const RedisUrl& url) {
+  for (const auto& r : replies) {
+    if (r.type == RedisValue::Type::kError)
+      return Status::Unavailable(url.ToString() + ": " + r.str);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string RedisUrl::ToString() const {
+  return "redis://" + (user.empty() ? "" : user + "@") + host + ":" + std::to_string(port) +
+         (db != 0 ? "/" + std::to_string(db) : "");
+}
+
+StatusOr<RedisUrl> ParseRedisUrl(const std::string& url) {
+  // The URL as given, but never a password in it.
+  std::string shown = url.substr(0, 200);
+  if (const auto at = shown.rfind('@'); at != std::string::npos) {
+    const auto colon = shown.find(':', shown.find("://") == std::string::npos
+                                           ? 0
+                                           : shown.find("://") + 3);
+    if (colon != std::string::npos && colon < at) shown.replace(colon + 1, at - colon - 1, "***");
+  }
+  auto bad = [&shown](const std::string& why) {
+    return Status::InvalidArgument("--shared-store: " + why + ", got " + Quote(shown) +
+                                   " (expected redis://[user@]host:port[/db])");
+  };
+  const std::string scheme = "redis://";
+  if (url.size() > 300) return bad("too long");
+  if (url.rfind(scheme, 0) != 0) {
+    if (url.rfind("rediss://", 0) == 0)
+      return bad("TLS (rediss://) is not supported by this build's hiredis; put a local TLS "
+                 "tunnel (stunnel, spiped) in front and point at it");
+    return bad("not a redis:// URL");
+  }
+  std::string rest = url.substr(scheme.size());
+  RedisUrl out;
+  if (const auto at = rest.rfind('@'); at != std::string::npos) {
+    out.user = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    if (out.user.find(':') != std::string::npos)
+      return bad("a password does not go in the URL (every local user can read a command "
+                 "line): put it in --shared-store-password-file");
+    if (out.user.empty()) return bad("empty user before '@'");
+  }
+  if (const auto slash = rest.find('/'); slash != std::string::npos) {
+    const std::string db = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+    if (db.empty() || db.size() > 5 || db.find_first_not_of("0123456789") != std::string::npos)
+      return bad("the database must be a number");
+    out.db = std::atoi(db.c_str());
+  }
+  std::string port;
+  if (!rest.empty() && rest[0] == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string::npos) return bad("unclosed '['");
+    out.host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') return bad("expected ':' after ']'");
+      port = rest.substr(close + 2);
+    }
+  } else {
+    const auto colon = rest.rfind(':');
+    out.host = rest.substr(0, colon);
+    if (colon != std::string::npos) port = rest.substr(colon + 1);
+  }
+  if (out.host.empty()) return bad("no host");
+  if (!port.empty()) {
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+      return bad("the port must be a number");
+    out.port = std::atoi(port.c_str());
+  }
+  if (out.port < 1 || out.port > 65535) return bad("the port must be in 1..65535");
+  return out;
+}
+
+std::string SharedChannelFor(const std::string& library_version, const std::string& device_class) {
+  return "transposed:v" + std::to_string(kSharedFormat) + ":done:" + library_version + ":" +
+         device_class;
+}
+
+SharedKeys SharedKeysFor(const std::string& library_version, const std::string& device_class,
+                         const Problem& problem) {
+  SharedKeys k;
+  k.problem_key = problem.Key();
+  const std::string base = "transposed:v" + std::to_string(kSharedFormat) + ":{" +
+                           library_version + ":" + device_class + ":" + k.problem_key + "}";
+  k.result = base + ":r";
+  k.lease = base + ":l";
+  k.channel = SharedChannelFor(library_version, device_class);
+  return k;
+}
+
+std::string EncodeSharedEntry(const TuneResult& result) {
+  TuneResult winner = result;
+  winner.candidates.clear();
+  std::string bytes;
+  ExportedEntryToProto(winner).SerializeToString(&bytes);
+  return bytes;
+}
+
+std::string EncodeMedian(double median_s) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", median_s);
+  return buf;
+}
+
+StatusOr<TuneResult> DecodeSharedEntry(const std::string& bytes, const std::string& device_class,
+                                       const std::string& library_version,
+                                       const Problem& problem) {
+  pb::ExportedEntry entry;
+  if (bytes.size() > (1 << 20) || !entry.ParseFromString(bytes))
+    return Status::InvalidArgument("not a transposed.v1.ExportedEntry (" +
+                                   std::to_string(bytes.size()) + " bytes)");
+  TR_ASSIGN_OR_RETURN(TuneResult r, ExportedEntryFromProto(entry));
+  if (r.device.library_version != library_version)
+    return Status::InvalidArgument("measured with kernel library " +
+                                   Quote(r.device.library_version) + ", not " +
+                                   Quote(library_version));
+  if (const std::string cls = ClassOf(r.device).key; cls != device_class)
+    return Status::InvalidArgument("measured on device class " + cls + ", not " + device_class);
+  if (!(r.problem == problem))
+    return Status::InvalidArgument("a result of " + r.problem.ToString() + ", not of " +
+                                   problem.ToString());
+  return r;
+}
+
+StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
+    const SharedStoreOptions& options, Deadline deadline) {
+  std::vector<std::vector<std::string>> setup;
+  TR_ASSIGN_OR_RETURN(redisContext * c, Open(options, deadline, &setup));
+  std::unique_ptr<RedisConnection> conn(new RedisConnection());
+  conn->context_ = c;
+  const size_t auth = setup.size();
+  for (const char* script : kScripts) setup.push_back({"SCRIPT", "LOAD", script});
+  TR_ASSIGN_OR_RETURN(auto replies, RoundTrip(c, setup, deadline, options.url.ToString()));
+  TR_RETURN_IF_ERROR(CheckSetupReplies(replies, options.url));
+  for (size_t i = auth; i < replies.size(); ++i) conn->shas_.push_back(replies[i].str);
+  return conn;
+}
+
+RedisConnection::~RedisConnection() {
+  if (context_ != nullptr) redisFree(context_);
+}
+
+std::vector<std::string> RedisConnection::Script(SharedScript script,
+                                                 const std::vector<std::string>& keys,
+                                                 const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {"EVALSHA", shas_[static_cast<int>(script)],
+                                   std::to_string(keys.size())};
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+StatusOr<std::vector<RedisValue>> RedisConnection::Pipeline(
+    const std::vector<std::vector<std::string>>& commands, Deadline deadline) {
+  ++round_trips_;
+  return RoundTrip(context_, commands, deadline, "shared store");
+}
+
+StatusOr<std::unique_ptr<RedisSubscriber>> RedisSubscriber::Connect(
+    const SharedStoreOptions& options, const std::vector<std::string>& channels,
+    Deadline deadline) {
+  std::vector<std::vector<std::string>> setup;
+  TR_ASSIGN_OR_RETURN(redisContext * c, Open(options, deadline, &setup));
+  std::unique_ptr<RedisSubscriber> sub(new RedisSubscriber());
+  sub->context_ = c;
+  std::vector<std::string> subscribe = {"SUBSCRIBE"};
+  subscribe.insert(subscribe.end(), channels.begin(), channels.end());
+  setup.push_back(subscribe);
+  auto replies = RoundTrip(c, setup, deadline, "subscribing");
+  if (!replies.ok()) return replies.status();
+  TR_RETURN_IF_ERROR(CheckSetupReplies(*replies, options.url));
+  // SUBSCRIBE answers once per channel: the first was read above, read the others too.
+  for (size_t i = 1; i < channels.size(); ++i) {
+    void* reply = nullptr;
+    if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr)
+      return Status::Unavailable(ContextError(c, "subscribing"));
+    freeReplyObject(reply);
+  }
+  return sub;
+}
+
+RedisSubscriber::~RedisSubscriber() {
+  if (context_ != nullptr) redisFree(context_);
+}
+
+int RedisSubscriber::fd() const { return context_->fd; }
+
+Status RedisSubscriber::Read(std::vector<Message>* out) {
+  if (redisBufferRead(context_) != REDIS_OK)
+    return Status::Unavailable(ContextError(context_, "the subscription"));
+  while (true) {
+    void* reply = nullptr;
+    if (redisGetReplyFromReader(context_, &reply) != REDIS_OK)
+      return Status::Unavailable(ContextError(context_, "the subscription"));
+    if (reply == nullptr) return Status::OK();
+    RedisValue v = Convert(static_cast<redisReply*>(reply));
+    freeReplyObject(reply);
+    if (v.type == RedisValue::Type::kArray && v.elements.size() == 3 &&
+        v.elements[0].str == "message")
+      out->push_back(Message{v.elements[1].str, v.elements[2].str});
+  }
+}
+
+}  // namespace transposed

@@ -1,0 +1,137 @@
+// The shared store's Redis side: the URL of --shared-store, the keys and the one value format of
+// a shared winner, and two hiredis connections (commands, pipelined; and the subscription that
+// hears of new winners). server/fleet/fleet_flight.h drives them from one thread.
+//
+// Layout (format 1; the format is part of every key, so another format never collides):
+//   transposed:v1:{<library>:<class>:<problem key>}:r  hash  f = "1" (format), m = the winner's
+//       median seconds (%.17g: the Lua scripts compare it, lower is faster), e = the winner as a
+//       binary transposed.v1.ExportedEntry without its candidates (ExportedEntryToProto, read
+//       back through ExportedEntryFromProto: one mapping, validated like any import).
+//   transposed:v1:{...}:l  string  the lease holder's token, with a TTL (SET NX PX).
+//   channel transposed:v1:done:<library>:<class>  message: the problem key, when a winner is
+//       published or a lease given up.
+// The braces are a Redis Cluster hash tag: a problem's two keys always share a slot.
+//
+// Every command goes through a Lua script (EVALSHA; loaded at connect), so each step is one
+// atomic round trip: fetch-or-lease, publish-if-faster, renew, release.
+//
+// Thread-compatible: one thread drives a connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tune_result.h"
+
+struct redisContext;
+
+namespace transposed {
+
+// redis://[user@]host:port[/db]. The password never appears here (it is read from a file).
+struct RedisUrl {
+  std::string user;
+  std::string host;
+  int port = 6379;
+  int db = 0;
+  std::string ToString() const;  // without any secret
+};
+// INVALID_ARGUMENT "--shared-store: ..." for anything else, including a URL with a password
+// (user:password@): a password on the command line is visible to every local user.
+StatusOr<RedisUrl> ParseRedisUrl(const std::string& url);
+
+struct SharedStoreOptions {
+  RedisUrl url;
+  std::string password;          // empty: no AUTH
+  double timeout_seconds = 0.1;  // connect, and each round trip
+};
+
+inline constexpr int kSharedFormat = 1;
+
+struct SharedKeys {
+  std::string result;
+  std::string lease;
+  std::string channel;
+  std::string problem_key;
+};
+SharedKeys SharedKeysFor(const std::string& library_version, const std::string& device_class,
+                         const Problem& problem);
+// The channel of a class's notifications.
+std::string SharedChannelFor(const std::string& library_version, const std::string& device_class);
+
+// The `e` field of a result (candidates left out: they stay on the node that measured them).
+std::string EncodeSharedEntry(const TuneResult& result);
+// The median_s the scripts compare, as written in `m`.
+std::string EncodeMedian(double median_s);
+// A stored `e` back into a result, refused (INVALID_ARGUMENT saying why) unless it parses,
+// validates, and is of exactly this class, problem and kernel library version.
+StatusOr<TuneResult> DecodeSharedEntry(const std::string& bytes, const std::string& device_class,
+                                       const std::string& library_version,
+                                       const Problem& problem);
+
+// One reply, owned.
+struct RedisValue {
+  enum class Type { kNil, kString, kInteger, kArray, kStatus, kError };
+  Type type = Type::kNil;
+  std::string str;  // kString, kStatus, kError
+  long long integer = 0;
+  std::vector<RedisValue> elements;
+};
+
+// The scripts, by name, for RedisConnection::Script.
+enum class SharedScript { kFetchOrLease, kPublish, kRenew, kRelease };
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// A command connection. Connect() authenticates, selects the db and loads the scripts in one
+// round trip. Any I/O error or timeout breaks the connection (hiredis contexts cannot continue
+// after one): make a new one.
+class RedisConnection {
+ public:
+  static StatusOr<std::unique_ptr<RedisConnection>> Connect(const SharedStoreOptions& options,
+                                                            Deadline deadline);
+  ~RedisConnection();
+
+  // The argv of EVALSHA for a script, its keys and arguments.
+  std::vector<std::string> Script(SharedScript script, const std::vector<std::string>& keys,
+                                  const std::vector<std::string>& args) const;
+  // Sends every command at once and reads every reply: one round trip. UNAVAILABLE (the
+  // connection is then broken) on an I/O error or when `deadline` passes. Error replies are
+  // returned as values, not as a failed Status.
+  StatusOr<std::vector<RedisValue>> Pipeline(const std::vector<std::vector<std::string>>& commands,
+                                             Deadline deadline);
+  int64_t round_trips() const { return round_trips_; }
+
+ private:
+  RedisConnection() = default;
+  redisContext* context_ = nullptr;
+  std::vector<std::string> shas_;  // by SharedScript
+  int64_t round_trips_ = 0;
+};
+
+// The subscription to the classes' channels. fd() is polled by the caller; Read() takes the
+// messages that arrived (never blocks once poll said readable).
+class RedisSubscriber {
+ public:
+  static StatusOr<std::unique_ptr<RedisSubscriber>> Connect(
+      const SharedStoreOptions& options, const std::vector<std::string>& channels,
+      Deadline deadline);
+  ~RedisSubscriber();
+  int fd() const;
+  struct Message {
+    std::string channel;
+    std::string payload;
+  };
+  // Appends the messages received; UNAVAILABLE when the connection closed or failed.
+  Status Read(std::vector<Message>* out);
+
+ private:
+  RedisSubscriber() = default;
+  redisContext* context_ = nullptr;
+};
+
+}  // namespace transposed
