@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "kernels/tile_math.h"
+#include "kernels/tile_geometry.h"
 #include "testing/problems.h"
 
 namespace transposed::kernels {

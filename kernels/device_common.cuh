@@ -15,7 +15,7 @@
 
 #include "core/problem.h"
 #include "core/status.h"
-#include "kernels/tile_math.h"
+#include "kernels/tile_geometry.h"
 #include "transposed/kernels/launch.h"
 
 namespace transposed::kernels::internal {

@@ -46,7 +46,7 @@
 
 #include <cstddef>
 
-#include "kernels/tile_math.h"
+#include "kernels/tile_geometry.h"
 #include "transposed/kernels/config.h"
 
 namespace transposed::kernels {

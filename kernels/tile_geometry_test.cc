@@ -1,4 +1,4 @@
-#include "kernels/tile_math.h"
+#include "kernels/tile_geometry.h"
 
 #include <gtest/gtest.h>
 
