@@ -20,11 +20,11 @@
 //              last;
 //   EdgeTile   tiles whose staged windows would pass the end of the input buffer: predicated
 //              element copies through shared memory.
-// Tiles cut by the matrix edge take the phases above, predicated on their extent (H100
-// 2026-11-26: batched 447x136x6171 bf16 71.6% -> 87.3% of the copy, 313x798x1009 u8 68.0% ->
-// 86.1%, with the element copies they took before; docs/benchmark.md).
-// Layout, thread mapping and the register steps are PackedRealignGeometry's and tile_math.h's
-// (tested on the CPU: bijective layout, every unit once, no bank conflicts).
+// Tiles cut by the matrix edge take the phases above, predicated on their extent (faster than
+// the element copies they took before: docs/design/kernel-family.md).
+// Layout, thread mapping and the register steps are PackedRealignGeometry's (packed_realign.h)
+// and register_transpose.h's (tested on the CPU: bijective layout, every unit once, no bank
+// conflicts).
 //
 // Internal to kernels/. The launchers keep only each device's function attributes (atomics);
 // thread-safe.
@@ -50,10 +50,9 @@ struct PackedRealignAgent {
   static constexpr int kEdgeRow = kRow + 4;
   static_assert(TR * kEdgeRow <= kSmemBytes, "edge layout must fit the buffer");
   // 1-byte elements: one pack unit's registers at a time, and blocks for half the SM's threads
-  // (at most 64 registers a thread; H100: 101 registers and 25% occupancy before, 8191x6143 u8
-  // 60% -> 66% of the copy, 9261x53861 u8 68% -> 77%). 2-byte elements: unrolled, no minimum
-  // (0: none; ptxas gives 57-62 registers, but 120 with a minimum of 1 block; 6143x8191 bf16
-  // 82% against 75% with the 1-byte settings).
+  // (at most 64 registers a thread). 2-byte elements: unrolled, no minimum (0: none; ptxas gives
+  // 57-62 registers, but 120 with a minimum of 1 block). Measurements:
+  // docs/design/kernel-family.md.
   static constexpr bool kPackOneAtATime = E == 1;
   static constexpr int kMinBlocks = E == 1 && NT < 1024 ? 1024 / NT : 0;
 
@@ -144,10 +143,9 @@ struct PackedRealignAgent {
   // 16-byte boundary: window 0 begins p bytes before the tile's segment, in the tile above's
   // (whole when `above`: those rows were staged; from byte p otherwise).
   // Only output rows below nc, and only bytes below nr * E of each (PackedWindowBytes,
-  // tile_math.h): whole windows in WriteUnit, then the cut ones in WritePartialWindows. Not
+  // packed_realign.h): whole windows in WriteUnit, then the cut ones in WritePartialWindows. Not
   // unrolled: unrolled, the predicated stores took the 2-byte kernels from 62-64 registers to
-  // 128-159; one unit at a time they use 54-56 (and 6143x8191 bf16, all whole tiles, went
-  // from 83.8% to 97.8% of the copy on the H100; u8 unchanged).
+  // 128-159; one unit at a time they use 54-56 (docs/design/kernel-family.md).
   __device__ __forceinline__ void WriteTile(const Tile& t, const unsigned char* sm,
                                             bool above) const {
 #pragma unroll 1

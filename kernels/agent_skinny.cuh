@@ -1,6 +1,6 @@
 // The skinny agent: problems with one side of 1..256 elements, one agent for both directions
 // (SkinnyDir), moving the contiguous side as raw 16-byte chunks and the other side as 16-byte
-// vectors gathered/scattered element-wise in shared memory (SkinnyOffset layout, tile_math.h):
+// vectors gathered/scattered element-wise in shared memory (SkinnyOffset layout, skinny_math.h):
 // tall output rows as aligned 16-byte windows whatever their alignment (SegmentWindow), wide
 // input rows as vectors where aligned, else element-wise.
 // Internal to kernels/. Stateless launchers; thread-safe.
@@ -74,7 +74,7 @@ __device__ __forceinline__ void SkinnyFromShared(unsigned char* g, const unsigne
 // are issued all at once (MC 16-byte chunks per thread at most) before the shared stores. A
 // misaligned string (a batch entry whose matrix bytes are not a multiple of 16) moves element by
 // element, or, with SHIFT (SkinnyAgent::kShiftContiguous), every string as aligned 16-byte
-// windows realigned in registers (ShiftWords, tile_math.h): a chunk from the two windows around
+// windows realigned in registers (ShiftWords, register_transpose.h): a chunk from the two windows around
 // it, 2 chunks in flight a thread at a time (fewer registers than the plain path: no spills in
 // 64), windows past `end`, the input buffer's end, element by element.
 template <int E, int NT, int MAXB, bool SHIFT>
@@ -176,7 +176,7 @@ enum class SkinnyDir { kTall, kWide };
 // One tile of L elements along the long side x n along the narrow side; NMAX >= n bounds the
 // per-thread unit counts (a power of two from 4 to 256, picked at launch; tall, and wide past 16:
 // L is then the config's length x 16 / NMAX, so that L x NMAX, the shared bytes and the
-// per-thread counts do not depend on NMAX; SkinnyTileLength, tile_math.h).
+// per-thread counts do not depend on NMAX; SkinnyTileLength, skinny_math.h).
 // Phases: the contiguous side (LoadContiguous / StoreContiguous: raw 16-byte chunks), the
 // strided side (LoadStrided: vectors scattered into shared / StoreStrided: windows gathered from
 // shared), a barrier between them.
@@ -208,7 +208,7 @@ struct SkinnyAgent {
   }
 
   // Tall, strided side: for each output row c (an input column), the windows of its segment of
-  // the tile (SegmentWindow, tile_math.h): windows 0 .. NV-1 as units q = 0 .. n * NV - 1 spread
+  // the tile (SegmentWindow, skinny_math.h): windows 0 .. NV-1 as units q = 0 .. n * NV - 1 spread
   // over the threads (MU per thread), window NV (non-empty only on a misaligned row) by thread c
   // afterwards, so the per-thread unit count is that of aligned rows. A whole window is gathered
   // from shared and stored as one 16-byte vector whatever the row's alignment; the head and
@@ -248,23 +248,17 @@ struct SkinnyAgent {
   // Wide, strided side: input row r, vector vc of the tile's L elements, all loads in flight
   // before the scatter; 16-byte loads where the vector is aligned; on misaligned rows
   // (kShiftLoads) the two aligned windows around the vector, realigned in registers (ShiftWords,
-  // tile_math.h); element loads elsewhere (the tile's last partial vector, windows past the end
-  // of the input buffer). The shifted loads are a kernel of their own (SHIFT, picked at launch
-  // where some input row is misaligned), so that aligned rows keep the plain loads and their
-  // registers: in one kernel for all rows they cost aligned 16x1048576 u8 4 points of the copy
-  // (and an earlier window variant 3-25 points on aligned c128 and u8 rows through spills,
-  // docs/benchmark.md). H100 2026-11-26: 12x10000001 u8 70 -> 92% of the copy, 16x2883002 bf16
-  // 81 -> 100%, 30x500001 f64 72 -> 99%, 4x19276085 f32 87 -> 90%. Not for the longest tiles
-  // (8 vectors a thread: two windows each spilled 216-240 bytes; the f32 ones stage instead,
-  // kStaged). For f32 they replaced the staging wherever a thread has 4 vectors or fewer (H100
-  // 2026-11-27: 12x27896391 f32 87.0% -> 94.7%, 5x8495547 f32 85.3% -> 93.4%, 200x500001 f32
-  // 81.4% -> 89.2%, 16x1048577 f32 +7.6 points; shifting code inside the staging kernels had
-  // cost 5x8495547 f32 5 points through registers).
+  // register_transpose.h); element loads elsewhere (the tile's last partial vector, windows past
+  // the end of the input buffer). The shifted loads are a kernel of their own (SHIFT, picked at
+  // launch where some input row is misaligned), so that aligned rows keep the plain loads and
+  // their registers. Not for the longest tiles (8 vectors a thread: two windows each spilled
+  // 216-240 bytes; the f32 ones stage instead, kStaged). For f32 they replaced the staging
+  // wherever a thread has 4 vectors or fewer (shifting code inside the staging kernels cost
+  // registers). Measurements: docs/design/kernel-family.md, "Skinny tiles".
   static constexpr bool kShiftLoads = SHIFT && E < 16 && MU <= 4;
   // The tall side's contiguous input string of a batch entry that starts misaligned, as aligned
-  // windows realigned in registers (SkinnyLoadContiguous), for 1- and 2-byte elements (H100
-  // 2026-11-26: 500x9999x11 bf16 72% -> 84% of the copy, 300x1063x25 bf16 66% -> 76%; 4- and
-  // 8-byte elements lost 2-3 points, and the same on the wide side's output string lost 3-5).
+  // windows realigned in registers (SkinnyLoadContiguous), for 1- and 2-byte elements (where it
+  // won; docs/design/kernel-family.md).
   static constexpr bool kShiftContiguous = SHIFT && E < 4 && D == SkinnyDir::kTall;
   // Whether SHIFT changes anything.
   static constexpr bool kShift = kShiftLoads || kShiftContiguous;
@@ -321,21 +315,15 @@ struct SkinnyAgent {
   // Wide, strided side on rows of any alignment (4-byte elements, where some input row is
   // misaligned): the aligned 16-byte windows around every row's segment, global -> staging area
   // (cp.async, no registers held), then each element staging -> tile layout. Windows that would
-  // pass the end of the input buffer are copied element by element. H100 2026-11-26:
-  // 12x4740366 f32 74.1% -> 87.4% of the copy, 12x27896391 f32 74.0% -> 86.8% (H200: 61.9% ->
-  // 69.0%, 16x1048577 f32 73.1% -> 80.7%); for 1-, 2- and 8-byte elements it lost
-  // (7x190496026 u8 72.9% -> 59.0%: one byte per shared copy; 3x10000001 f64 85.7% -> 76.2%)
-  // or gained little (16x2883002 bf16 +2.6), and its code raised the other wide kernels' spills
-  // (16x1048576 u8 99.5% -> 93.9%); with 4 rows or fewer it lost too (H200 3x33333331 f32
-  // 66.8% -> 61.6%), and to the shifted loads wherever those fit (kShiftLoads). So: the f32
-  // kernels of 8 vectors a thread.
+  // pass the end of the input buffer are copied element by element. Only the f32 kernels of 8
+  // vectors a thread: for 1-, 2- and 8-byte elements, with 4 rows or fewer, and wherever the
+  // shifted loads fit (kShiftLoads) it lost (docs/design/kernel-family.md, "Skinny tiles").
   static constexpr bool kStaged = E == 4 && D == SkinnyDir::kWide && MU > 4;
   // Blocks per SM the kernel is compiled for (registers: 64 a thread for 4 blocks of 256, 80 for
   // 3): 4 where the kernel fits 64 registers without spilling (not the wide kernels of 8 vectors
   // a thread, the staging and shifting ones, nor the wide 8-byte ones: 8 bytes of spills). The
   // phases of a block do not overlap (load, barrier, store), so more blocks keep more loads in
-  // flight: H100 2026-11-26, 86359294x9 u8 72.3% -> 84.7% of the copy, 30000001x5 u8 67.1% ->
-  // 80.4%, 25971149x11 bf16 89.2% -> 95.0%, 2x31280590 c128 72.7% -> 85.2% (3 before).
+  // flight (docs/design/kernel-family.md, "Skinny tiles").
   static constexpr int kMinBlocks =
       D == SkinnyDir::kTall || (MU <= 4 && !kStaged && !kShiftLoads && E != 8) ? 4 : 3;
   static constexpr int kStageRow = L * E + 16;  // staged bytes per row (a multiple of 16)
@@ -434,7 +422,7 @@ void LaunchSkinnyKernel(const Args& a, int64_t n, dim3 grid, size_t smem, bool s
 }
 
 // L is the config's nominal length; the kernel for a narrow side of n <= NMAX elements runs tiles
-// of SkinnyTileLength(L, n, tall) elements (tile_math.h): L x 16 / NMAX tall; wide 2 L up to 4,
+// of SkinnyTileLength(L, n, tall) elements (skinny_math.h): L x 16 / NMAX tall; wide 2 L up to 4,
 // L up to 16, L x 16 / NMAX past it.
 // NMAX = SkinnyMaxSide(n), found by doubling from 4 (one kernel per power of two up to
 // kSkinnyMaxSide).

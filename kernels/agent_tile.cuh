@@ -7,7 +7,7 @@
 //                                 IssueLoad(next) ... wait + barrier -> WriteTile
 // and by both for tiles cut by the matrix edge:  EdgeTile (predicated element copies through the
 // same shared layout). Thread-to-unit mapping, shared layout and global offsets are
-// TileGeometry's and tile_math.h's (tested on the CPU).
+// TileGeometry's (tile_geometry.h), shifted_rows.h's and tile_walk.h's (tested on the CPU).
 //
 // Internal to kernels/. Launchers are thread-safe (the resident-block count of the persistent
 // grid is cached per device in atomics).
@@ -83,7 +83,7 @@ struct TileAgent {
   }
 
   // ---- Phases 1+2 of the shifted tile: every tile row as its aligned 16-byte windows (all
-  // loads in flight first), each stored at its row's misalignment (PlaceWindow, tile_math.h):
+  // loads in flight first), each stored at its row's misalignment (PlaceWindow, shifted_rows.h):
   // thread tid loads window LoadCol(tid) of rows LoadRow(tid, k); the last window of row r,
   // needed when the row is misaligned, is thread r's.
   __device__ __forceinline__ void LoadShifted(const Tile& t, unsigned char* sm) const {

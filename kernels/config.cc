@@ -8,7 +8,7 @@
 
 #include "kernels/family_retired.h"
 #include "kernels/policy.h"
-#include "kernels/tile_geometry.h"
+#include "kernels/skinny_math.h"
 #include "kernels/vendor_layout.h"
 
 namespace transposed::kernels {

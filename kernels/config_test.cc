@@ -6,6 +6,8 @@
 #include <set>
 #include <string>
 
+#include "kernels/packed_realign.h"
+#include "kernels/skinny_math.h"
 #include "kernels/tile_geometry.h"
 #include "testing/problems.h"
 

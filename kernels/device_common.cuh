@@ -15,7 +15,12 @@
 
 #include "core/problem.h"
 #include "core/status.h"
+#include "kernels/packed_realign.h"
+#include "kernels/register_transpose.h"
+#include "kernels/shifted_rows.h"
+#include "kernels/skinny_math.h"
 #include "kernels/tile_geometry.h"
+#include "kernels/tile_walk.h"
 #include "transposed/kernels/launch.h"
 
 namespace transposed::kernels::internal {
@@ -91,7 +96,7 @@ struct TileRef {
   __device__ __forceinline__ bool full() const { return nr == TR && nc == TC; }
 };
 
-// Tile (ty, tx) of batch entry z (offsets from tile_math.h).
+// Tile (ty, tx) of batch entry z (offsets from tile_walk.h).
 template <int E, int TR, int TC>
 __device__ __forceinline__ TileRef<TR, TC> TileAt(const Args& a, int64_t z, int64_t ty,
                                                   int64_t tx) {

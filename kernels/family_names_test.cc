@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "kernels/policy.h"
 #include "testing/problems.h"
 
 namespace transposed::kernels {
@@ -151,6 +152,32 @@ TEST(FamilyNames, ParameterMapsNameTheirMember) {
   EXPECT_EQ(FamilyAlgorithm(TextbookTileConfig().Params()), Algorithm::kTile);
   EXPECT_EQ(FamilyAlgorithm({{"algorithm", 5}}), Algorithm::kCopy);
   EXPECT_EQ(FamilyAlgorithm({{"algorithm", 1}}), std::nullopt);  // several tiles
+}
+
+// The table is the family: FamilyConfigs lists exactly kFamily's rows per element size, in order.
+TEST(PolicyTable, IsTheFamily) {
+  size_t i = 0;
+  for (int e : {1, 2, 4, 8, 16}) {
+    for (const TransposeConfig& c : FamilyConfigs(e)) {
+      while (i < kFamilySize && kFamily[i].elem != e) ++i;
+      ASSERT_LT(i, kFamilySize);
+      EXPECT_EQ(kFamily[i].Config(), c) << c.Name();
+      ++i;
+    }
+  }
+  size_t total = 0;
+  for (int e : {1, 2, 4, 8, 16}) total += FamilyConfigs(e).size();
+  EXPECT_EQ(total, kFamilySize);
+  EXPECT_EQ(FirstInvalidRow(), nullptr);
+  // Rows print as the variant names the store and the docs use.
+  EXPECT_EQ(Async(4, 64, 64, 4, 2).Config().Name(), "tile64x64.rows4.vec16.swz.async2");
+  EXPECT_EQ(Realign(4, 128, 32, 8, Pad(1)).Config().Name(), "tile128x32.rows8.vec16.realign.pad1");
+  EXPECT_EQ(Skinny(4, 512, 8).Config().Name(), "skinny.l512.rows8");
+  EXPECT_EQ(CublasGeam(8).Config().Name(), "cublas.geam");
+  EXPECT_EQ(CutensorPermute(4).Config().Name(), "cutensor.permute");
+  EXPECT_NE(CutensorPermute(2).Invalid(), nullptr);  // f32 and f64 only
+  // A policy that breaks its geometry is caught by the table's compile-time check.
+  EXPECT_NE(Tile(1, 128, 128, 8, 16, Pad(1)).Invalid(), nullptr);  // word gathers need 4-byte rows
 }
 
 }  // namespace

@@ -20,14 +20,14 @@ namespace transposed::kernels {
 
 // clang-format off
 inline constexpr Policy kRetired[] = {
-    // Realigning tiles (realign 1) of the swizzled layout: replaced by the shifted-row layout on
-    // 2026-11-23 (469d00e).
+    // Realigning tiles (realign 1) of the swizzled layout and the first padded ones: replaced by
+    // the shifted-row layout (469d00e).
     Realign(4, 64, 64, 8, Swizzle()),
     Realign(8, 32, 32, 8, Swizzle()),
     Realign(4, 128, 32, 8, Pad(1)),
     Realign(8, 64, 32, 8, Pad(1)),
     // Shifted-row realigning tiles that never won a problem, and the 1- and 2-byte ones, replaced
-    // by the packed realigning tiles (realign 2), 2026-11-23 (ced5b04, 1b331ab).
+    // by the packed realigning tiles (realign 2; ced5b04, 1b331ab).
     Realign(1, 128, 64, 8, Pad(4)),
     Realign(1, 128, 128, 8, Pad(4)),
     Realign(1, 256, 64, 8, Pad(4)),

@@ -4,41 +4,24 @@
 // per-algorithm policy (TilePolicy, SkinnyPolicy; naive and the vendor libraries take none).
 // Everything else follows from this one table:
 //   enumeration and naming  config.cc: FamilyConfigs(e) lists Policy::Config() of the rows of
-//                           element size e, in table order; TransposeConfig::Name() prints them
-//                           ("tile64x64.rows4.vec16.swz", "skinny.l512.rows8", "cublas.geam");
+//                           element size e, in table order; TransposeConfig::Name() and
+//                           Params() print them ("tile64x64.rows4.vec16.swz", "skinny.l512.rows8",
+//                           "cublas.geam"), FromName/FromParams look the printed forms up
+//                           (transposed/kernels/family.h: no grammar of their own);
 //   instantiation           dispatch.cuh: family_e<E>.cu instantiates the kernels of the rows of
 //                           element size E (each row's policy becomes the agent's template
 //                           arguments), so the host list and the kernels cannot disagree;
-//   validity                static_assert below: every tile row's geometry (tile_math.h) holds.
+//   validity                static_assert below: every tile row's geometry (tile_geometry.h,
+//                           packed_realign.h) holds.
 // Order matters only for determinism (EnumerateConfigs returns this order).
 //
-// Why these rows (measurements in docs/benchmark.md, H200 unless noted): textbook reference
-// points first (naive, tile32x32.rows8.pad0, .pad1: NVIDIA's "An Efficient Matrix Transpose in
-// CUDA C/C++" generalised to every element size); 16-byte vector tiles of 8 to 32 KiB whose
-// warp gathers cover 8 distinct 16-byte units (bank-conflict-free with the swizzle); tall
-// element-size tiles of 512 threads for odd sizes (4097x3001: f32 84.7% -> 88.9% of the copy,
-// f64 86.6% -> 90.2%); realigning vec16 tiles for rows of any alignment (shifted rows: correct,
-// still 3-10 points slower than the element-size tiles on odd shapes, so one shape stays for 4-
-// and 8-byte elements, offered only where a row is misaligned);
-// more element-size tiles for 1/2/8-byte odd shapes from a sweep under the tile walk of
-// TilesDownFirst (H100, 40 random problems: u8 64x64.pad4, 128x32, 256x32.rows16; f16 128x64 and
-// 128x32 .rows16; f64 64x32.rows16 each best somewhere, by 1-6 points); packed realigning tiles
-// for 1- and 2-byte elements on misaligned rows (realign 2: 16-byte accesses on both sides, word
-// gathers; H100 2026-11-23 afternoon: bf16 odd 76-79% -> 80-82% of the copy, 447x136x6171 bf16
-// 67% -> 71%; they replace the 1- and 2-byte shifted tiles, which never won); for 1-byte
-// elements also 128x256 and 256x128 tiles of 512 threads in dynamic shared memory (fewer L2
-// bytes per tile byte: the 128x128 u8 tile was L2-bound; H100 2026-11-23 19:36 UTC: large odd u8
-// +4.5 to +10 points, e.g. 53329x8435 71.4% -> 81.5%; their 256-thread versions lost
-// everywhere, docs/benchmark.md); for 2-byte elements also 128x128 and 256x64 tiles of 512
-// threads (they lost everywhere while the write phase was unrolled; one write unit at a time,
-// H100 2026-11-26: large odd bf16 +2.3 to +2.5 points, e.g. 131847x5159 77.8% -> 80.1%);
-// persistent double-buffered cp.async tiles (async2: win where a one-tile-per-block grid leaves
-// a partial last wave, e.g. 8192x1024 f32 99.6% vs 96.4%, lose 3-9 points on 8192^2 and up);
-// skinny tiles for one side <= 256; a device-to-device copy where the output has the input's
-// layout (one row or one column, both dense: 1x3479052 c128 61% -> 102% of the copy); cuBLAS
-// geam (dlopen'd; Sgeam for f32, Dgeam for f64) so that the tuner never answers slower than
-// cuBLAS where cuBLAS is present; and cuTENSOR's permutation (dlopen'd, where libcutensor is
-// present; f32 and f64, batched and strided).
+// The rows, in groups per element size: the textbook reference points (naive, tile32x32.rows8
+// .pad0/.pad1); 16-byte vector tiles (padded or swizzled); element-size tiles of 512 threads for
+// odd sizes; shifted-row realigning tiles (4- and 8-byte elements, offered only where a row is
+// misaligned); packed realigning tiles (1- and 2-byte elements, misaligned rows); persistent
+// cp.async tiles (async2); skinny tiles (one side <= 256); the copy (same layout); cuBLAS geam and
+// cuTENSOR's permutation (dlopen'd, where present). Why each row exists, with the measurements:
+// docs/design/kernel-family.md. A row leaving the table moves to kernels/family_retired.h.
 //
 // Pure constexpr C++ (no CUDA headers): compiled by config.cc on machines without CUDA. Constant
 // data; thread-safe.
@@ -46,6 +29,7 @@
 
 #include <cstddef>
 
+#include "kernels/packed_realign.h"
 #include "kernels/tile_geometry.h"
 #include "transposed/kernels/config.h"
 
@@ -69,7 +53,7 @@ constexpr SmemLayout Swizzle() { return {Smem::kSwizzle, 0}; }
 //              element by element. 2 ("packed", 1- and 2-byte elements, rows of 128 or 256
 //              bytes, swizzled): windows realigned in registers, columns of equal output
 //              misalignment interleaved into shared words, windows gathered as words and
-//              transposed in registers (PackedRealignGeometry, tile_math.h).
+//              transposed in registers (PackedRealignGeometry, packed_realign.h).
 //   stages     1: one tile per block, loads staged through registers; 2 or 3: a persistent grid,
 //              that many shared buffers filled by cp.async one tile ahead.
 struct TilePolicy {
@@ -104,7 +88,7 @@ struct TilePolicy {
 };
 
 // A tile of `len` elements along the long side times the whole narrow side (<= 256 elements;
-// the tile is shortened past 16, SkinnyTileLength in tile_math.h).
+// the tile is shortened past 16, SkinnyTileLength in skinny_math.h).
 struct SkinnyPolicy {
   int elem = 0, len = 0, block_rows = 0;
   constexpr const char* Invalid() const {

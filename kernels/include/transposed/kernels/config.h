@@ -29,14 +29,14 @@
 //           of any alignment, of a wide one as vectors where its input rows are aligned).
 //   copy    a device-to-device copy (cudaMemcpyAsync), for the problems whose input and output
 //           have the same layout: one row or one column, both sides dense (1 x N -> N x 1, any
-//           batch). The transpose of such a problem moves no element; the kernels reached 63-89%
-//           of the copy there (H100 2026-11-26: 1x3479052 c128 62.9% in skinny tiles).
+//           batch). The transpose of such a problem moves no element, and the kernels stayed well
+//           below the copy there (docs/design/kernel-family.md).
 //   cublas.geam  cuBLAS geam with op(A) = A^T, alpha 1, beta 0 (cublasSgeam for f32,
 //           cublasDgeam for f64; one matrix, dimensions and leading dimensions below 2^31), loaded
 //           at run time with dlopen: a candidate where the library is present. geam computes
-//           1.0 * a, which is the identity on every value except NaN: measured on H100 and H200
-//           (cuBLAS 13.1), f32 NaNs come out as the canonical NaN and f64 signaling NaNs come out
-//           quieted. So it is offered only for the floating dtypes f32 and f64 (never for integer
+//           1.0 * a, which is the identity on every value except NaN: f32 NaNs come out as the
+//           canonical NaN and f64 signaling NaNs come out quieted (cuBLAS 13.1; the measurement:
+//           docs/design/kernel-family.md). So it is offered only for the floating dtypes f32 and f64 (never for integer
 //           or complex data: an i32 whose bits look like a NaN would change, and the complex
 //           geam's 1 * re - 0 * im turns an infinite imaginary part into a NaN real part), and its
 //           check is value-exact (canonicalizes_nan(): every non-NaN element bit-identical, NaNs
@@ -123,10 +123,12 @@ struct TransposeConfig {
   // 4 cutensor.permute), tile_rows, tile_cols, block_rows,
   // vec_bytes, pad, swizzle, realign, async.
   std::map<std::string, int64_t> Params() const;
-  // Inverse of Name(); INVALID_ARGUMENT for anything that is not a well-formed name.
+  // The member (of the family table, or a retired row) whose Name() is `name`: a lookup, not a
+  // parser (transposed/kernels/family.h). INVALID_ARGUMENT naming the name when no row prints it.
   static StatusOr<TransposeConfig> FromName(std::string_view name);
-  // Inverse of Params(); unknown keys or ill-formed values are INVALID_ARGUMENT. Missing keys take
-  // the canonical value for the algorithm ("algorithm" itself is required).
+  // The member whose Params() agree with `params` ("algorithm" required); a map without keys
+  // added later (realign, async) names the member whose left-out keys are 0. Unknown keys, or
+  // values no member has, or several members, are INVALID_ARGUMENT.
   static StatusOr<TransposeConfig> FromParams(const std::map<std::string, int64_t>& params);
 
   bool operator==(const TransposeConfig& o) const;
