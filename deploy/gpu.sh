@@ -5,7 +5,9 @@
 #                                   # then every GPU program and its libraries into .gpu/bundle
 #                                   # and .gpu/bundle.tar.gz (carry .gpu to the GPU machine)
 #   deploy/gpu.sh run OUTDIR        # on the GPU machine, from the repository root: the kernel
-#                                   # test + compute-sanitizer + benchmark (bench/run_gpu.sh), the
+#                                   # test + compute-sanitizer + benchmark (bench/run_gpu.sh, with
+#                                   # answer_eval: the ANSWER_NOW answer against the run's
+#                                   # measured winners, OUTDIR/kernels/answer_eval.log), the
 #                                   # CUDA backend tests, fault test, daemon end to end and search
 #                                   # evaluation (tuner/cuda/run_gpu.sh), and the example batch job
 #                                   # (client/run_gpu_example.sh), the Python package against
@@ -19,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE=${BUNDLE:-.gpu/bundle}
 PROGRAMS=(kernels_gpu_test transpose_bench transposed-worker transposed-worker-faults
-          transposed-fake-worker worker_test cuda_worker_test cuda_backend_test tune_eval
+          transposed-fake-worker worker_test cuda_worker_test cuda_backend_test tune_eval answer_eval
           transposed transposectl
           example_batch_job with_daemon transposer_bench)
 case "${1:-}" in
@@ -62,7 +64,7 @@ case "${1:-}" in
     exit $status
     ;;
   *)
-    sed -n 2,17p "$0"
+    sed -n 2,19p "$0"
     exit 2
     ;;
 esac

@@ -19,14 +19,26 @@ int64_t Param(const Candidate& c, const char* key, int64_t otherwise) {
 }  // namespace
 
 std::string ShapeClass(const Problem& p) {
-  if (p.cols <= 16 && p.rows > 16) return "tall-skinny";
-  if (p.rows <= 16 && p.cols > 16) return "wide-skinny";
-  return "tiled";
+  // What the family offers this shape decides its class (kernels::CheckConfig: the one place
+  // that says which algorithms a shape takes), so the classes follow the family. Only the
+  // members that decide a class are checked: this runs for each near stored entry.
+  bool copy = false, skinny = false, realign = false;
+  for (const kernels::TransposeConfig& c : kernels::FamilyConfigs(p.elem_size())) {
+    bool* offered = c.algorithm == kernels::Algorithm::kCopy     ? &copy
+                    : c.algorithm == kernels::Algorithm::kSkinny ? &skinny
+                    : c.realign != 0                             ? &realign
+                                                                 : nullptr;
+    if (offered != nullptr && !*offered) *offered = kernels::CheckConfig(c, p).ok();
+  }
+  if (copy) return "copy";
+  if (skinny) return kernels::SkinnyIsTall(p) ? "tall-skinny" : "wide-skinny";
+  return realign ? "tiled-misaligned" : "tiled";
 }
 
-double ShapeDistance(const Problem& a, const Problem& b) {
-  if (a.elem_size() != b.elem_size() || ShapeClass(a) != ShapeClass(b))
-    return std::numeric_limits<double>::infinity();
+namespace {
+
+// ShapeDistance less the element size and class checks.
+double ShapeOnlyDistance(const Problem& a, const Problem& b) {
   double d = Log2Ratio(static_cast<double>(a.rows), static_cast<double>(b.rows)) +
              Log2Ratio(static_cast<double>(a.cols), static_cast<double>(b.cols)) +
              Log2Ratio(static_cast<double>(a.batch), static_cast<double>(b.batch));
@@ -34,21 +46,33 @@ double ShapeDistance(const Problem& a, const Problem& b) {
   return d;
 }
 
+}  // namespace
+
+double ShapeDistance(const Problem& a, const Problem& b) {
+  if (a.elem_size() != b.elem_size() || ShapeClass(a) != ShapeClass(b))
+    return std::numeric_limits<double>::infinity();
+  return ShapeOnlyDistance(a, b);
+}
+
 std::optional<size_t> NearestEntry(const Problem& p, const std::vector<TuneResult>& stored,
                                    const std::vector<Candidate>& valid) {
   std::optional<size_t> best;
   double best_d = std::numeric_limits<double>::infinity();
   const bool bit_exact = p.Normalized().exactness == Exactness::kBit;
+  const std::string shape_class = ShapeClass(p);
   for (size_t i = 0; i < stored.size(); ++i) {
+    const Problem& q = stored[i].problem;
     // A value-exact entry's winner is never an answer to a bit-exact problem (a bit-exact one is
     // an answer to either).
-    if (bit_exact && stored[i].problem.Normalized().exactness != Exactness::kBit) continue;
-    const double d = ShapeDistance(p, stored[i].problem);
-    if (!(d < best_d)) continue;
+    if (bit_exact && q.Normalized().exactness != Exactness::kBit) continue;
+    if (q.elem_size() != p.elem_size()) continue;
+    const double d = ShapeOnlyDistance(p, q);
+    if (!(d < best_d) || d > kNearestMaxDistance) continue;
     const std::string& name = stored[i].best.name;
     if (std::none_of(valid.begin(), valid.end(),
                      [&](const Candidate& c) { return c.name == name; }))
       continue;
+    if (ShapeClass(q) != shape_class) continue;  // last: it enumerates the family
     best_d = d;
     best = i;
   }
@@ -67,16 +91,36 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
     const std::optional<kernels::Algorithm> cuda = kernels::FamilyAlgorithm(c.params);
     if (cuda == kernels::Algorithm::kCopy) {
       consider(c, -2);  // CUDA copy: offered only where the layout does not change, a copy's speed
-    } else if (cuda == kernels::Algorithm::kSkinny && ShapeClass(p) != "tiled") {
-      consider(c, -1);  // CUDA skinny: the first one, before any tile
+    } else if (cuda == kernels::Algorithm::kSkinny) {
+      // CUDA skinny (offered only where the family's skinny path takes the shape), before any
+      // tile: the one whose tile row along the long side is nearest 1 KiB.
+      const double row_bytes = static_cast<double>(Param(c, "tile_rows", 256) * p.elem_size());
+      consider(c, -1 + 0.1 * Log2Ratio(row_bytes, 1024));
     } else if (cuda == kernels::Algorithm::kTile) {
-      const double tile_bytes = static_cast<double>(Param(c, "tile_rows", 32) *
-                                                    Param(c, "tile_cols", 32) * p.elem_size());
-      const double score = (Param(c, "vec_bytes", 0) == 16 ? 0 : 4) +
-                           (Param(c, "swizzle", 0) == 1 ? 0 : 0.5) +
-                           (Param(c, "realign", 0) + Param(c, "async", 0) != 0 ? 2 : 0) +
-                           0.25 * Log2Ratio(static_cast<double>(Param(c, "block_rows", 8)), 8) +
-                           Log2Ratio(tile_bytes, 16384);
+      // CUDA tile: 16-byte global accesses (plain or packed-realigning vectors; element-size
+      // accesses of 16-byte elements), else element-size accesses of 4- and 8-byte elements,
+      // narrower vectors, the shifted-row realigning tile, 1- and 2-byte element accesses; a
+      // 16 KiB tile (8 KiB for 1-byte elements, with padding), 8 warps (16 for element-size
+      // accesses), one tile per block.
+      const int64_t e = p.elem_size();
+      const int64_t vec = Param(c, "vec_bytes", 0), realign = Param(c, "realign", 0);
+      const bool element_access = vec == 0 || vec <= e;
+      double access = 0;
+      if (realign == 1)
+        access = 3;
+      else if (element_access)
+        access = e >= 16 ? 0 : e >= 4 ? 1 : 4;
+      else if (vec != 16)
+        access = 2;
+      const double tile_bytes =
+          static_cast<double>(Param(c, "tile_rows", 32) * Param(c, "tile_cols", 32) * e);
+      const bool swizzled = Param(c, "swizzle", 0) == 1;
+      const double score =
+          access + (swizzled == (e != 1) ? 0 : 0.5) + (Param(c, "async", 0) != 0 ? 2 : 0) +
+          0.25 * Log2Ratio(static_cast<double>(Param(c, "block_rows", 8)),
+                           element_access && e < 16 ? 16 : 8) +
+          Log2Ratio(tile_bytes, e == 1 ? 8192 : 16384) +
+          (element_access && e < 16 && Param(c, "tile_cols", 32) != 32 ? 0.5 : 0);
       consider(c, score);
     } else if (!cuda && c.params.count("isa") != 0) {
       // CPU SIMD: the widest ISA, all threads, the 1024 x 512-byte column walk (else 4 micro-
@@ -102,6 +146,20 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
     return valid.front();
   }
   return *pick;
+}
+
+FirstAnswer ChooseFirstAnswer(const Problem& p, const std::vector<TuneResult>& stored,
+                              const std::vector<Candidate>& valid) {
+  FirstAnswer a;
+  a.nearest = NearestEntry(p, stored, valid);
+  if (a.nearest.has_value()) {
+    a.source = AnswerSource::kNearest;
+    a.candidate = stored[*a.nearest].best;
+  } else {
+    a.source = AnswerSource::kHeuristic;
+    a.candidate = HeuristicCandidate(p, valid);
+  }
+  return a;
 }
 
 }  // namespace transposed

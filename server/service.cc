@@ -478,14 +478,10 @@ StatusOr<ConfigAnswer> TransposeService::AnswerNow(int device, const Problem& pr
     }
     for (auto& e : *entries) stored.push_back(std::move(e));
   }
-  if (auto nearest = NearestEntry(problem, stored, valid); nearest.has_value()) {
-    answer.source = AnswerSource::kNearest;
-    answer.result.best = stored[*nearest].best;
-    answer.nearest_problem = stored[*nearest].problem;
-  } else {
-    answer.source = AnswerSource::kHeuristic;
-    answer.result.best = HeuristicCandidate(problem, valid);
-  }
+  FirstAnswer first = ChooseFirstAnswer(problem, stored, valid);
+  answer.source = first.source;
+  answer.result.best = std::move(first.candidate);
+  if (first.nearest.has_value()) answer.nearest_problem = stored[*first.nearest].problem;
 
   // Then the real tune (peers first, as for any miss), in the background, unless one is in
   // flight already. A full queue does not fail the answer: the tune is simply not queued now
