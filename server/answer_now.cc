@@ -97,11 +97,12 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
       const double row_bytes = static_cast<double>(Param(c, "tile_rows", 256) * p.elem_size());
       consider(c, -1 + 0.1 * Log2Ratio(row_bytes, 1024));
     } else if (cuda == kernels::Algorithm::kTile) {
-      // CUDA tile: 16-byte global accesses (plain or packed-realigning vectors; element-size
-      // accesses of 16-byte elements), else element-size accesses of 4- and 8-byte elements,
-      // narrower vectors, the shifted-row realigning tile, 1- and 2-byte element accesses; a
-      // 16 KiB tile (8 KiB for 1-byte elements, with padding), 8 warps (16 for element-size
-      // accesses), one tile per block.
+      // CUDA tile, in this order: 16-byte global accesses (plain or packed-realigning vectors;
+      // element-size accesses of 16-byte elements), element-size accesses of 4- and 8-byte
+      // elements, narrower vectors, the shifted-row realigning tile, 1- and 2-byte element
+      // accesses; then an XOR swizzle (padding for 1-byte elements), one tile per block, 8
+      // warps and a 16 KiB tile (8 KiB for 1-byte elements), or with element-size accesses 16
+      // warps and 32 columns.
       const int64_t e = p.elem_size();
       const int64_t vec = Param(c, "vec_bytes", 0), realign = Param(c, "realign", 0);
       const bool element_access = vec == 0 || vec <= e;
