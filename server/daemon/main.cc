@@ -36,7 +36,8 @@
 #include "server/grpc/convert.h"
 #include "server/fleet/fleet_flight.h"
 #include "server/grpc/grpc_service.h"
-#include "server/grpc/listener_watch.h"
+#include "server/grpc/grpc_log.h"
+#include "server/daemon/listener.h"
 #include "server/daemon/metrics.h"
 #include "server/grpc/rpc_interceptor.h"
 #include "server/grpc/security.h"
@@ -67,6 +68,7 @@ struct Flags {
   int max_calls = 2048;
   int max_connections_per_client = 64;
   int max_connections = 0;  // 0: 4096, or the descriptor limit less 64 when that is lower
+  double connection_idle_timeout = 60;  // seconds
   std::vector<std::string> peers;
   double peer_timeout = 2.0;
   std::string peer_tls_ca;
@@ -82,8 +84,8 @@ struct Flags {
   double shared_store_lease = 10;
 };
 
-// The health status "transposed.shared_store" of the server running now: set from the shared
-// store's thread when it goes down or comes back, and by each (re)built server.
+// The health status "transposed.shared_store" of the server: set from the shared store's thread
+// when it goes down or comes back, and when the server starts.
 class SharedHealth {
  public:
   void Attach(grpc::HealthCheckServiceInterface* health) EXCLUDES(mu_) {
@@ -275,15 +277,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--max-connections-per-client", flags.max_connections_per_client,
-                 "connections one client host (IP address) may have open at once; more are "
-                 "closed at accept")
+                 "connections one client host (IP address; every unix-socket client counts as "
+                 "one) may have open at once; more are reset at accept, before any TLS or HTTP/2 "
+                 "byte (metric transposed_connections_refused_total{cap=\"per_client\"})")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--max-connections", flags.max_connections,
-                 "connections all clients together may have open at once; more are closed at "
+                 "connections all clients together may have open at once; more are reset at "
                  "accept (0: 4096, or, when lower, the descriptor limit less the descriptors "
-                 "open at start, 64 for the daemon's files and an eighth for bursts)")
+                 "open at start, 64 for the daemon's files and an eighth for bursts). Beyond "
+                 "the caps: a connection accepted on a descriptor within a sixteenth of the "
+                 "limit is reset (cap=\"descriptors\"); if accept fails anyway (EMFILE), the "
+                 "newest connections (a sixteenth of the limit) are ended, what waits is reset, "
+                 "older connections stay served and accepting goes on")
       ->check(CLI::Range(0, 10000000))
+      ->capture_default_str();
+  app.add_option("--connection-idle-timeout", flags.connection_idle_timeout,
+                 "a connection with no call open for this long is closed (gRPC GOAWAY; its "
+                 "client reconnects at its next call), seconds: bounds how long idle "
+                 "connections, forgotten or a flood, hold places under --max-connections")
+      ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
   app.add_option("--tls-cert", flags.security.tls_cert,
                  "PEM certificate chain: serve TLS (with --tls-key)");
@@ -598,80 +611,68 @@ int main(int argc, char** argv) {
       flags.max_connections_per_client, flags.max_connections,
       [&metrics](const char* cap) { metrics.OnConnectionRefused(cap); }, budget.guard_fd);
   const transposed::AdminGate admin_gate(admin_token, mtls);
+  if (tls) {
+    transposed::Status checked = transposed::CheckServerCredentials(*credentials);
+    if (!checked.ok()) {
+      spdlog::error("{}", checked.message());
+      return 1;
+    }
+  }
+  // The daemon accepts connections itself (server/daemon/listener.h): gRPC 1.51 gives up on a listening
+  // socket when accept fails with EMFILE; this loop sheds the newest connections instead.
+  transposed::Listener::Options listener_options;
+  listener_options.backlog = budget.accept_queue;
+  listener_options.shed_when_full = static_cast<int>(std::max<uint64_t>(1, budget.burst / 2));
+  auto listener = transposed::Listener::Bind(*listen, listener_options);
+  if (!listener.ok()) {
+    spdlog::error("cannot listen on --listen={}: {}", flags.listen, listener.status().message());
+    return 1;
+  }
+  const int port = (*listener)->port();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // The gRPC server and its service shell. Rebuilt on the same port when gRPC stops accepting
-  // connections (server/grpc/listener_watch.h); the shell must outlive its server.
-  struct Serving {
-    std::unique_ptr<transposed::GrpcTransposer> shell;
-    std::unique_ptr<grpc::Server> server;
-    SharedHealth* shared_health = nullptr;
-    void Reset() {
-      if (shared_health != nullptr) shared_health->Attach(nullptr);  // before the server goes
-      server.reset();
-      shell.reset();
-    }
-  };
-  auto build = [&](const std::string& address, int* bound) {
-    Serving s;
-    s.shell = std::make_unique<transposed::GrpcTransposer>(service->get(), &rpc_notes, admin_gate,
-                                                           &call_limiter);
+  // The service shell must outlive its server.
+  transposed::GrpcTransposer shell(service->get(), &rpc_notes, admin_gate, &call_limiter);
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
+  std::unique_ptr<grpc::Server> server;
+  {
     grpc::ServerBuilder builder;
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(
         std::make_unique<transposed::RpcInterceptorFactory>(&rpc_notes, &metrics));
     builder.experimental().SetInterceptorCreators(std::move(creators));
-    // Without SO_REUSEPORT a second daemon on a taken port fails to bind instead of sharing it.
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    // Bounds: concurrent calls per connection, and idle connections closed after 10 minutes so
-    // that forgotten clients do not hold descriptors. (Calls hold no thread: the callback API.)
+    // Bounds: concurrent calls per connection, and idle connections (no call open) closed after
+    // --connection-idle-timeout so that forgotten clients and idle floods give their descriptors
+    // back. (Calls hold no thread: the callback API.)
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, flags.max_streams_per_connection);
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(flags.connection_idle_timeout * 1000));
     // A connection that never completes its handshake (TLS, the HTTP/2 preface) holds a
     // descriptor too: closed after 20 s (gRPC's default is 120 s).
     builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 20 * 1000);
-    // Connections per client host and in total: checked at accept (server/grpc/connection_limiter.h).
-    builder.SetOption(connection_limiter.ServerBuilderOption());
-    builder.AddListeningPort(address, *credentials, bound);
-    builder.RegisterService(s.shell.get());
-    s.server = builder.BuildAndStart();
-    // A short accept queue bounds the refused connections open at once (DescriptorBudget).
-    if (s.server != nullptr && budget.accept_queue > 0 && *bound > 0)
-      transposed::SetAcceptQueue(*bound, budget.accept_queue);
-    if (s.server != nullptr) {
-      if (auto* health = s.server->GetHealthCheckService()) {
-        health->SetServingStatus(transposed::v1::Transposer::service_full_name(), true);
-        health->SetServingStatus("transposed.store", (*store)->read_only().empty());
-        if (shared) {
-          s.shared_health = &shared_health;
-          shared_health.Attach(health);
-        }
-      }
-    }
-    return s;
-  };
-  int port = 0;
-  Serving serving = build(flags.listen, &port);
-  if (serving.server == nullptr || port == 0) {
-    if (flags.security.tls_cert.empty())
-      spdlog::error("cannot listen on --listen={} (address in use, or not a valid HOST:PORT)",
-                    flags.listen);
-    else
-      spdlog::error("cannot listen on --listen={} (address in use, not a valid HOST:PORT, or gRPC "
-                    "refused the certificate and key of --tls-cert/--tls-key: see gRPC's message "
-                    "above)",
-                    flags.listen);
-    if (serving.server) serving.server->Shutdown();
+    acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, *credentials);
+    builder.RegisterService(&shell);
+    server = builder.BuildAndStart();
+  }
+  if (server == nullptr) {
+    spdlog::error("cannot start the gRPC server on --listen={} (see gRPC's message above)",
+                  flags.listen);
     return 1;
   }
-  // Where a rebuilt server listens: the port bound now (--listen may say port 0).
-  const std::string rebind =
-      listen->unix_socket
-          ? flags.listen
-          : (listen->host.find(':') != std::string::npos ? "[" + listen->host + "]"
-                                                          : listen->host) +
-                ":" + std::to_string(port);
+  if (auto* health = server->GetHealthCheckService()) {
+    health->SetServingStatus(transposed::v1::Transposer::service_full_name(), true);
+    health->SetServingStatus("transposed.store", (*store)->read_only().empty());
+    if (shared) shared_health.Attach(health);
+  }
+  // Connections per client host and in total, and the descriptor guard: checked at accept.
+  (*listener)->Start(acceptor.get(), &connection_limiter);
   spdlog::info("listening on {} (port {})", flags.listen, port);
+  auto stop_serving = [&] {
+    (*listener)->Stop();
+    shared_health.Attach(nullptr);
+    server->Shutdown();
+  };
   if (!flags.metrics_listen.empty()) {
     metrics.Attach(service->get(), store->get(), &connection_limiter,
                    flags.metrics_entry_ratios);
@@ -680,7 +681,7 @@ int main(int argc, char** argv) {
     if (!metrics_port.ok()) {
       spdlog::error("cannot serve metrics: {}", metrics_port.status().ToString());
       (*service)->Shutdown();
-      serving.server->Shutdown();
+      stop_serving();
       return 1;
     }
     spdlog::info("metrics on http://{}/metrics (port {})", flags.metrics_listen, *metrics_port);
@@ -689,20 +690,20 @@ int main(int argc, char** argv) {
     spdlog::error("cannot write --port-file={}", flags.port_file);
     metrics.Stop();  // no scrape reads the connection limiter (destroyed first) any more
     (*service)->Shutdown();
-    serving.server->Shutdown();
+    stop_serving();
     return 1;
   }
 
-  // serving is replaced only under serving_mu; `stopping` says the signal thread has begun the
-  // shutdown (no rebuild after that).
+  // `stopping` says the signal thread has begun the shutdown: the store's health stays
+  // NOT_SERVING from then on.
   transposed::Mutex serving_mu;
   bool stopping = false;
 
   // The way back from read-only (server/store_reopener.h): health follows the store.
   auto reopener = std::make_unique<transposed::StoreReopener>(store->get(), [&](bool writable) {
     transposed::MutexLock l(&serving_mu);
-    if (serving.server && !stopping)
-      if (auto* health = serving.server->GetHealthCheckService())
+    if (!stopping)
+      if (auto* health = server->GetHealthCheckService())
         health->SetServingStatus("transposed.store", writable);
   });
 
@@ -719,77 +720,26 @@ int main(int argc, char** argv) {
       }
     }
     spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    {
-      transposed::MutexLock l(&serving_mu);
-      stopping = true;
-      // Health checks answer NOT_SERVING from now on; cancel tunes so that waiting requests
-      // return CANCELLED at once; then stop serving.
-      if (serving.server)
-        if (auto* health = serving.server->GetHealthCheckService()) health->SetServingStatus(false);
-      (*service)->Shutdown();
-      // Let running handlers write their (now prompt) answers, for at most a few seconds; then
-      // stop at once: waiting longer would only wait for idle client connections to go away.
-      const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (serving.shell && serving.shell->inflight() > 0 &&
-             std::chrono::steady_clock::now() < grace)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      if (serving.server)
-        serving.server->Shutdown(std::chrono::system_clock::now() +
-                                 std::chrono::milliseconds(200));
-    }
-    transposed::ListenerWatch::Get().Stop();
+    transposed::MutexLock l(&serving_mu);
+    stopping = true;
+    // Health checks answer NOT_SERVING from now on; cancel tunes so that waiting requests
+    // return CANCELLED at once; then stop serving.
+    if (auto* health = server->GetHealthCheckService()) health->SetServingStatus(false);
+    (*service)->Shutdown();
+    // Let running handlers write their (now prompt) answers, for at most a few seconds; then
+    // stop at once: waiting longer would only wait for idle client connections to go away.
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (shell.inflight() > 0 && std::chrono::steady_clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    (*listener)->Stop();  // no new connection reaches gRPC after its shutdown
+    shared_health.Attach(nullptr);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   });
 
-  // Until the shutdown: rebuild the server whenever gRPC gives up accepting connections.
-  int exit_code = 0;
-  std::string accept_error;
-  while (transposed::ListenerWatch::Get().Wait(&accept_error)) {
-    spdlog::error(
-        "gRPC stopped accepting connections ({}): rebuilding the server on {} (open connections "
-        "are closed; clients reconnect)",
-        accept_error, rebind);
-    bool again = false, stop = false;
-    for (int attempt = 1; attempt <= 60 && !again && !stop; ++attempt) {
-      {
-        transposed::MutexLock l(&serving_mu);
-        stop = stopping;
-        if (stop) break;
-        // Shutting the old server down closes its connections, which frees the descriptors.
-        if (serving.server) {
-          serving.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-          serving.server->Wait();
-        }
-        serving.Reset();
-        int bound = 0;
-        serving = build(rebind, &bound);
-        again = serving.server != nullptr && bound == port;
-        if (!again) {
-          if (serving.server) serving.server->Shutdown();
-          serving.Reset();
-        }
-      }
-      if (!again) {
-        spdlog::error("cannot listen on {} again (attempt {} of 60); retrying in 1 s", rebind,
-                      attempt);
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-      }
-    }
-    if (again) {
-      spdlog::info("serving again on port {}", port);
-    } else if (!stop) {
-      spdlog::critical(
-          "cannot serve on {} again: exiting with status 1 so that the service manager restarts "
-          "the daemon",
-          rebind);
-      exit_code = 1;
-      kill(getpid(), SIGTERM);  // the signal thread runs the normal shutdown
-      break;
-    }
-  }
   signal_thread.join();
   reopener.reset();  // no more store retries or health changes
-  if (serving.server) serving.server->Wait();
-  serving.Reset();
+  server->Wait();
+  server.reset();
   metrics.Stop();  // no scrape reads the service or the store any more
   const transposed::ServiceCounters c = (*service)->counters();
   spdlog::info(
@@ -811,5 +761,5 @@ int main(int argc, char** argv) {
   spdlog::info("shutdown complete");
   transposed::RemoveGrpcLogHook();
   spdlog::shutdown();
-  return exit_code;
+  return 0;
 }

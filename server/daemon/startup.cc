@@ -1,8 +1,6 @@
 #include "server/daemon/startup.h"
 
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,6 +22,7 @@ StatusOr<ListenAddress> ParseListenAddress(const std::string& value) {
   for (const char* prefix : {"unix:", "unix-abstract:"}) {
     if (value.rfind(prefix, 0) == 0) {
       out.unix_socket = true;
+      out.abstract_socket = std::strcmp(prefix, "unix-abstract:") == 0;
       out.loopback = true;
       out.host = value.substr(std::strlen(prefix));
       if (out.host.empty()) return bad("empty socket path");
@@ -121,33 +120,6 @@ DescriptorBudget MakeDescriptorBudget(uint64_t limit, uint64_t open_now, int som
   const int queue = static_cast<int>(std::max<uint64_t>(8, b.burst / 2));
   if (somaxconn <= 0 || queue < somaxconn) b.accept_queue = queue;
   return b;
-}
-
-int SetAcceptQueue(int port, int backlog) {
-  int changed = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    int fd = -1;
-    try {
-      fd = std::stoi(it->path().filename().string());
-    } catch (const std::exception&) {
-      continue;
-    }
-    int listening = 0;
-    socklen_t len = sizeof(listening);
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof(addr);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    int bound = -1;
-    if (addr.ss_family == AF_INET)
-      bound = ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-    else if (addr.ss_family == AF_INET6)
-      bound = ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-    if (bound == port && listen(fd, backlog) == 0) ++changed;
-  }
-  return changed;
 }
 
 int SystemAcceptQueueCap() {

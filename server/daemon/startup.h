@@ -18,6 +18,7 @@ struct ListenAddress {
   std::string host;  // without brackets; the path for unix sockets
   int port = 0;      // 0..65535 (0: any free port); 0 for unix sockets
   bool unix_socket = false;
+  bool abstract_socket = false;  // unix-abstract:NAME (host: the name)
   // Reachable from this machine only: 127.0.0.0/8, ::1, localhost, a unix socket.
   bool loopback = false;
 };
@@ -36,8 +37,8 @@ Status CheckConfigFile(const CLI::App& app, const std::string& path);
 uint64_t RaiseFileLimit(std::string* note);
 
 // How the descriptor limit is shared between the daemon's own files and client connections, so
-// that accept(2) never fails for lack of a descriptor (gRPC 1.51 stops accepting for good when it
-// does: server/grpc/listener_watch.h).
+// that accept(2) never fails for lack of a descriptor (when it does anyway, server/daemon/listener.h
+// sheds the newest connections).
 struct DescriptorBudget {
   // Descriptors the daemon keeps for itself beyond those open now: gRPC's pollers and wake-up
   // descriptors, the metrics server, SQLite's files (database, WAL, shared memory, twice), the
@@ -54,19 +55,15 @@ struct DescriptorBudget {
   // newest: Linux gives out the lowest free number, so such a number means fewer than
   // limit - guard descriptors are left): limit - burst / 2.
   int guard_fd = 0;
-  // The listening socket's accept queue (listen(2) backlog): gRPC accepts everything queued in
-  // one loop before any refused connection is closed, so the queue bounds how many refused
-  // descriptors are open at once (about two queues' worth: the burst): burst / 2 (at least 8);
-  // 0: leave gRPC's (the system's somaxconn), when that is at most this or the limit is unknown.
+  // The listening socket's accept queue (listen(2) backlog): it bounds the connections that wait
+  // (and are reset) while the descriptor table is full: burst / 2 (at least 8); 0: the system's
+  // somaxconn, when that is at most this or the limit is unknown.
   int accept_queue = 0;
 };
 // The budget for a descriptor limit (0: unknown, then the default cap is kMaxDefaultConnections
 // and there is no guard) with `open_now` descriptors open: burst is limit / 8 (at least 8).
 // `somaxconn`: the system's accept queue cap (/proc/sys/net/core/somaxconn; 0: unknown).
 DescriptorBudget MakeDescriptorBudget(uint64_t limit, uint64_t open_now, int somaxconn = 4096);
-// Sets the accept queue (listen(2) backlog) of this process's listening TCP sockets bound to
-// `port`; the number of sockets changed.
-int SetAcceptQueue(int port, int backlog);
 // /proc/sys/net/core/somaxconn, or 4096 when it cannot be read.
 int SystemAcceptQueueCap();
 // Descriptors this process has open now (entries of /proc/self/fd); 0 when unknown.

@@ -206,41 +206,5 @@ TEST(DescriptorBudgetTest, CapsLeaveRoomForTheDaemonsOwnFiles) {
   EXPECT_GT(CountOpenFiles(), 2u);  // stdin, stdout, stderr at least
 }
 
-// SetAcceptQueue finds this process's listening socket of a port (and no other) and shrinks its
-// queue: with a queue of 1, a third connection is not accepted by the kernel.
-TEST(DescriptorBudgetTest, SetAcceptQueueShrinksTheListenBacklog) {
-  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ASSERT_EQ(listen(lfd, 128), 0);
-  const int port = ntohs(addr.sin_port);
-  EXPECT_EQ(SetAcceptQueue(port + 1 == 65536 ? 1 : port + 1, 1), 0);
-  EXPECT_EQ(SetAcceptQueue(port, 1), 1);
-  // Linux queues backlog + 1 connections; the next SYN is dropped (a non-blocking connect stays
-  // in progress).
-  std::vector<int> clients;
-  int connected = 0;
-  for (int i = 0; i < 4; ++i) {
-    const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    clients.push_back(c);
-    connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  for (int c : clients) {
-    int err = -1;
-    socklen_t elen = sizeof(err);
-    getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen);
-    pollfd p{c, POLLOUT, 0};
-    if (poll(&p, 1, 0) == 1 && err == 0) ++connected;
-  }
-  EXPECT_EQ(connected, 2);
-  for (int c : clients) close(c);
-  close(lfd);
-}
-
 }  // namespace
 }  // namespace transposed

@@ -5,8 +5,9 @@
 // so all connections from one host share its allowance. A call beyond a cap is refused at once
 // with RESOURCE_EXHAUSTED naming the cap and its flag; short calls (lookups of the cache, lists)
 // are not counted. Connections themselves are capped per client and in total by
-// ConnectionLimiter (server/grpc/connection_limiter.h), idle connections are closed after 10 minutes,
-// and concurrent streams per connection by --max-streams-per-connection.
+// ConnectionLimiter (server/grpc/connection_limiter.h), idle connections are closed after
+// --connection-idle-timeout, and concurrent streams per connection by
+// --max-streams-per-connection.
 //
 // Thread-safety: Acquire and Slot destruction may run on any thread; the limiter must outlive
 // every Slot.

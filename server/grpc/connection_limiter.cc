@@ -1,113 +1,25 @@
 #include "server/grpc/connection_limiter.h"
 
 #include <arpa/inet.h>
-#include <grpc/support/sync.h>
-#include <grpcpp/support/channel_arguments.h>
-#include <grpcpp/version_info.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace transposed {
-
-// gRPC's socket mutator interface, as src/core/lib/iomgr/socket_mutator.h of gRPC 1.51 declares
-// it (that header is not installed; the channel argument GRPC_ARG_SOCKET_MUTATOR and the opaque
-// type grpc_socket_mutator are). The layout has been the same since mutate_fd_2 was added
-// (gRPC 1.34) and still is in the gRPC of 2025; the version check below makes a newer gRPC a
-// build error until this has been checked against it (connection_limiter_test checks the
-// behaviour).
-static_assert(GRPC_CPP_VERSION_MAJOR == 1 && GRPC_CPP_VERSION_MINOR >= 34 &&
-                  GRPC_CPP_VERSION_MINOR <= 60,
-              "check the socket mutator layout in connection_limiter.cc against this gRPC");
-namespace {
-enum GrpcFdUsage : int {  // grpc_fd_usage
-  kClientConnection = 0,
-  kServerListener = 1,
-  kServerConnection = 2,
-};
-struct GrpcMutateSocketInfo {  // grpc_mutate_socket_info
-  int fd;
-  GrpcFdUsage usage;
-};
-struct GrpcSocketMutatorVtable {  // grpc_socket_mutator_vtable
-  bool (*mutate_fd)(int fd, grpc_socket_mutator* mutator);
-  int (*compare)(grpc_socket_mutator* a, grpc_socket_mutator* b);
-  void (*destroy)(grpc_socket_mutator* mutator);
-  bool (*mutate_fd_2)(const GrpcMutateSocketInfo* info, grpc_socket_mutator* mutator);
-};
-}  // namespace
-
-// grpc_socket_mutator's layout (vtable, refcount), then ours.
-struct ConnectionLimiter::Mutator {
-  const GrpcSocketMutatorVtable* vtable;
-  gpr_refcount refcount;
-  ConnectionLimiter* owner;
-
-  static Mutator* Of(grpc_socket_mutator* m) { return reinterpret_cast<Mutator*>(m); }
-  grpc_socket_mutator* AsGrpc() { return reinterpret_cast<grpc_socket_mutator*>(this); }
-
-  static bool MutateFd(int, grpc_socket_mutator*) { return true; }  // used only without _2
-  static int Compare(grpc_socket_mutator* a, grpc_socket_mutator* b) {
-    return a < b ? -1 : a > b ? 1 : 0;
-  }
-  // The limiter holds the first reference for its lifetime, so this never runs before it is
-  // destroyed, and the limiter frees the object itself.
-  static void Destroy(grpc_socket_mutator*) {}
-  static bool MutateFd2(const GrpcMutateSocketInfo* info, grpc_socket_mutator* m) {
-    if (info->usage != kServerConnection) return true;
-    if (Of(m)->owner->Admit(info->fd)) return true;
-    // Refused. Returning false would make gRPC 1.51 leak the descriptor and stop accepting; so
-    // end the stream instead: gRPC's first read sees EOF and closes the descriptor (with
-    // SO_LINGER 0, the close resets the connection and leaves no TIME_WAIT behind).
-    const linger no_linger{1, 0};
-    setsockopt(info->fd, SOL_SOCKET, SO_LINGER, &no_linger, sizeof(no_linger));
-    shutdown(info->fd, SHUT_RDWR);
-    return true;
-  }
-  static constexpr GrpcSocketMutatorVtable kVtable = {&MutateFd, &Compare, &Destroy, &MutateFd2};
-};
-
-namespace {
-
-// Sets GRPC_ARG_SOCKET_MUTATOR on the server's channel arguments, with a new reference.
-class MutatorOption final : public grpc::ServerBuilderOption {
- public:
-  MutatorOption(grpc_socket_mutator* mutator, gpr_refcount* refcount)
-      : mutator_(mutator), refcount_(refcount) {}
-  void UpdateArguments(grpc::ChannelArguments* args) override {
-    gpr_ref(refcount_);  // SetSocketMutator takes over one reference
-    args->SetSocketMutator(mutator_);
-  }
-  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*) override {}
-
- private:
-  grpc_socket_mutator* const mutator_;
-  gpr_refcount* const refcount_;
-};
-
-}  // namespace
 
 ConnectionLimiter::ConnectionLimiter(int per_client, int total, RefusalObserver observer,
                                      int guard_fd)
     : per_client_(per_client),
       total_(total),
       observer_(std::move(observer)),
-      guard_fd_(guard_fd) {
-  mutator_ = std::make_unique<Mutator>();
-  mutator_->vtable = &Mutator::kVtable;
-  gpr_ref_init(&mutator_->refcount, 1);
-  mutator_->owner = this;
-}
+      guard_fd_(guard_fd) {}
 
 ConnectionLimiter::~ConnectionLimiter() = default;
-
-std::unique_ptr<grpc::ServerBuilderOption> ConnectionLimiter::ServerBuilderOption() {
-  return std::make_unique<MutatorOption>(mutator_->AsGrpc(), &mutator_->refcount);
-}
 
 std::string ConnectionLimiter::ClientOf(int fd) {
   sockaddr_storage addr{};
@@ -160,9 +72,10 @@ void ConnectionLimiter::PruneAll() {
 bool ConnectionLimiter::Admit(int fd) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return true;  // gRPC finds out for itself
-  const Connection conn{fd, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
   std::string client = ClientOf(fd);
   MutexLock lock(&mu_);
+  const Connection conn{fd, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                        admitted_ + 1};
   if (guard_fd_ > 0 && fd >= guard_fd_) {
     Refuse(client, "descriptors", fd);
     return false;
@@ -187,7 +100,53 @@ bool ConnectionLimiter::Admit(int fd) {
   }
   open_[client].push_back(conn);
   ++open_total_;
+  ++admitted_;
   return true;
+}
+
+int ConnectionLimiter::ShedNewest(int n) {
+  if (n <= 0) return 0;
+  MutexLock lock(&mu_);
+  PruneAll();
+  std::vector<Connection> all;
+  all.reserve(static_cast<size_t>(open_total_));
+  for (const auto& [client, conns] : open_) all.insert(all.end(), conns.begin(), conns.end());
+  const size_t count = std::min(all.size(), static_cast<size_t>(n));
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), all.end(),
+                    [](const Connection& a, const Connection& b) { return a.order > b.order; });
+  int shed = 0;
+  std::vector<uint64_t> ended;  // orders of the connections shut down: no longer counted
+  for (size_t i = 0; i < count; ++i) {
+    // Checked again just before: the descriptor must still name the admitted socket. (gRPC may
+    // close it in between; Linux then hands the number to the next socket opened, which is
+    // ours to accept only after this returns, or one of the daemon's own; the window is the
+    // few instructions between fstat and shutdown.)
+    if (!Alive(all[i])) continue;
+    const linger no_linger{1, 0};
+    setsockopt(all[i].fd, SOL_SOCKET, SO_LINGER, &no_linger, sizeof(no_linger));
+    if (shutdown(all[i].fd, SHUT_RDWR) == 0) {
+      ++shed;
+      ended.push_back(all[i].order);
+    }
+  }
+  for (auto it = open_.begin(); it != open_.end();) {
+    auto& conns = it->second;
+    const size_t before = conns.size();
+    conns.erase(std::remove_if(conns.begin(), conns.end(),
+                               [&ended](const Connection& c) {
+                                 return std::find(ended.begin(), ended.end(), c.order) !=
+                                        ended.end();
+                               }),
+                conns.end());
+    open_total_ -= static_cast<int>(before - conns.size());
+    it = conns.empty() ? open_.erase(it) : std::next(it);
+  }
+  if (shed > 0)  // the listener sheds at most once a second
+    spdlog::warn(
+        "the descriptor table is full: ended the {} newest client connections; the {} older "
+        "ones keep being served",
+        shed, open_total_);
+  return shed;
 }
 
 void ConnectionLimiter::Refuse(const std::string& client, const char* cap, int open) {
@@ -196,7 +155,14 @@ void ConnectionLimiter::Refuse(const std::string& client, const char* cap, int o
   const auto now = std::chrono::steady_clock::now();
   if (!logged_ || now - last_log_ >= std::chrono::seconds(10)) {
     const bool per_client = std::strcmp(cap, "per_client") == 0;
-    if (std::strcmp(cap, "descriptors") == 0) {
+    if (std::strcmp(cap, "descriptors") == 0 && open < 0) {
+      spdlog::warn(
+          "refused a connection from {}: the descriptor table is full (accept failed with "
+          "EMFILE/ENFILE; it was accepted with the spare descriptor kept for this and reset); "
+          "the newest connections are shed, older ones stay; {} refused since the last such "
+          "line (logged at most every 10 s)",
+          client, refused_unlogged_);
+    } else if (std::strcmp(cap, "descriptors") == 0) {
       spdlog::warn(
           "refused a connection from {}: it was accepted on descriptor {}, at or above the guard "
           "{} kept free for accept (the descriptor limit less an eighth / 2); the newest "
@@ -216,6 +182,12 @@ void ConnectionLimiter::Refuse(const std::string& client, const char* cap, int o
     logged_ = true;
   }
   if (observer_) observer_(cap);
+}
+
+void ConnectionLimiter::RefuseWhenFull(int fd) {
+  const std::string client = ClientOf(fd);
+  MutexLock lock(&mu_);
+  Refuse(client, "descriptors", -1);
 }
 
 int ConnectionLimiter::Open(const std::string& client) {

@@ -1,13 +1,8 @@
 // ConnectionLimiter: caps the connections open at once per client host (IP address) and in total,
 // so that one client (or many) cannot take every descriptor of the daemon with idle connections.
 //
-// gRPC 1.51 has no channel argument for this. It does call a socket mutator
-// (GRPC_ARG_SOCKET_MUTATOR) on every accepted connection before anything reads from it, TLS or
-// plaintext alike: ServerBuilderOption() installs one whose callback is Admit(). A refusal cannot
-// be a `false` return: gRPC 1.51 then neither closes the descriptor nor accepts again
-// (src/core/lib/iomgr/tcp_server_posix.cc, on_read). So a refused connection is shut down
-// (shutdown(2) both ways, SO_LINGER 0) and handed back: gRPC's first read sees the end of the
-// stream and closes it at once, before any handshake or HTTP/2 frame.
+// The daemon's accept loop (server/daemon/listener.h) asks Admit() about every connection it
+// accepts, TLS or plaintext alike, before gRPC sees it, and closes the ones refused at once.
 //
 // gRPC does not tell when a connection closes. Each admitted connection is remembered as its
 // descriptor and socket identity (device and inode from fstat): when the descriptor no longer
@@ -18,26 +13,24 @@
 // every unix-socket client is "unix").
 //
 // Descriptors: with a guard (server/daemon/startup.h DescriptorBudget), a connection accepted on a
-// descriptor number at or above it is shed the same way: Linux gives out the lowest free number,
-// so such a number means the table is nearly full, and the connection shed is the newest one;
-// those already served stay. This keeps free descriptors for accept(2) whatever the daemon's own
-// files turn out to need (cap "descriptors").
+// descriptor number at or above it is refused the same way: Linux gives out the lowest free
+// number, so such a number means the table is nearly full, and the connection refused is the
+// newest one; those already served stay. When the table is full anyway (accept fails with
+// EMFILE: the daemon's own files took the headroom, or the limit was lowered under it),
+// ShedNewest() ends the most recently admitted connections, so that the older ones keep being
+// served and the daemon gets descriptors back.
 //
 // Refusals are logged at most once per 10 s (with the number refused since the last line) and
 // reported to the observer (the transposed_connections_refused_total metric). OpenTotal() is the
 // transposed_connections_open gauge, read at scrape time (it drops the closed connections first).
 //
-// Thread-safety: every method may be called from any thread (gRPC calls the mutator on its poller
-// threads). The limiter must outlive every server built with its option.
+// Thread-safety: every method may be called from any thread.
 #pragma once
-
-#include <grpcpp/impl/server_builder_option.h>
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,8 +54,13 @@ class ConnectionLimiter {
   // (the caller then closes it). Remembers admitted connections.
   bool Admit(int fd) EXCLUDES(mu_);
 
-  // A ServerBuilder option that installs the socket mutator (ServerBuilder::SetOption).
-  std::unique_ptr<grpc::ServerBuilderOption> ServerBuilderOption();
+  // Ends the `n` most recently admitted connections that are still open (shutdown(2) both
+  // ways with SO_LINGER 0: the peer gets a reset, and gRPC, which owns the descriptor, sees the
+  // end of the stream and closes it). Returns how many were ended.
+  int ShedNewest(int n) EXCLUDES(mu_);
+  // Counts (cap "descriptors") and logs a connection that the listener could accept only with
+  // its spare descriptor because the table was full; the caller resets it.
+  void RefuseWhenFull(int fd) EXCLUDES(mu_);
 
   // Connections open now (after dropping the closed ones), from one client and in total.
   int Open(const std::string& client) EXCLUDES(mu_);
@@ -77,25 +75,27 @@ class ConnectionLimiter {
     int fd;
     uint64_t dev;
     uint64_t ino;
+    uint64_t order;  // admission order: higher is newer
   };
-  struct Mutator;
 
   static bool Alive(const Connection& c);
   // Drops the closed connections of `client` (of everyone: PruneAll).
   void Prune(const std::string& client) REQUIRES(mu_);
   void PruneAll() REQUIRES(mu_);
+  // `open`: the connections counted against the cap; for "descriptors", the descriptor number
+  // (-1: accept failed for lack of one).
   void Refuse(const std::string& client, const char* cap, int open) REQUIRES(mu_);
 
   const int per_client_;
   const int total_;
   const RefusalObserver observer_;
   const int guard_fd_;
-  std::unique_ptr<Mutator> mutator_;
 
   mutable Mutex mu_;
   std::map<std::string, std::vector<Connection>> open_ GUARDED_BY(mu_);
   int open_total_ GUARDED_BY(mu_) = 0;
   int64_t refused_ GUARDED_BY(mu_) = 0;
+  uint64_t admitted_ GUARDED_BY(mu_) = 0;
   int64_t refused_unlogged_ GUARDED_BY(mu_) = 0;
   std::chrono::steady_clock::time_point last_log_ GUARDED_BY(mu_);
   bool logged_ GUARDED_BY(mu_) = false;

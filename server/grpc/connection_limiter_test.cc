@@ -131,6 +131,37 @@ TEST(ConnectionLimiterTest, DescriptorGuardShedsTheNewestConnection) {
   EXPECT_TRUE(limiter.Admit(net.Accept("127.0.0.3")));  // reuses the freed number
 }
 
+// ShedNewest ends the most recently admitted connections still open (the client sees the reset),
+// older ones stay; a connection already closed is not counted, and a descriptor number reused by
+// a socket that was never admitted is left alone.
+TEST(ConnectionLimiterTest, ShedNewestEndsTheNewestConnectionsOnly) {
+  Loopback net;
+  ConnectionLimiter limiter(0, 0);
+  std::vector<int> admitted;
+  for (int i = 0; i < 6; ++i) {
+    admitted.push_back(net.Accept(("127.0.0." + std::to_string(1 + i % 3)).c_str()));
+    ASSERT_TRUE(limiter.Admit(admitted.back()));
+  }
+  net.Close(admitted[5]);  // the newest is gone already
+  const int stranger = net.Accept("127.0.0.9");  // reuses its number, never admitted
+  ASSERT_EQ(stranger, admitted[5]);
+  EXPECT_EQ(limiter.ShedNewest(2), 2);
+  auto ended = [](int fd) {  // the server side reads the end of the stream after shutdown(2)
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(ended(admitted[i])) << i;
+  EXPECT_TRUE(ended(admitted[3]));
+  EXPECT_TRUE(ended(admitted[4]));
+  EXPECT_FALSE(ended(stranger));
+  // The ended ones no longer count; the next shedding takes the next newest.
+  EXPECT_EQ(limiter.OpenTotal(), 3);
+  EXPECT_EQ(limiter.ShedNewest(1), 1);
+  EXPECT_TRUE(ended(admitted[2]));
+  EXPECT_FALSE(ended(admitted[1]));
+  EXPECT_EQ(limiter.ShedNewest(0), 0);
+}
+
 TEST(ConnectionLimiterTest, ZeroMeansNoCap) {
   Loopback net;
   ConnectionLimiter limiter(0, 0);

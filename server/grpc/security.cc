@@ -1,5 +1,8 @@
 #include "server/grpc/security.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -111,6 +114,22 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   }
   ssl.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(ssl);
+}
+
+Status CheckServerCredentials(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
+  static std::atomic<int> probes{0};
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort("unix-abstract:transposed-credentials-check-" +
+                               std::to_string(getpid()) + "-" + std::to_string(probes++),
+                           credentials, &bound);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound == 0)
+    return Status::FailedPrecondition(
+        "--tls-cert/--tls-key: gRPC refused the certificate and key (see gRPC's message above: a "
+        "key that does not belong to the certificate, or a PEM block that does not parse)");
+  server->Shutdown();
+  return Status::OK();
 }
 
 bool IsAdminMethod(std::string_view method) {

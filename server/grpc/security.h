@@ -42,6 +42,12 @@ struct SecurityOptions {
 // block of the right kind (CheckPemBlock).
 StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const SecurityOptions& options);
+// Whether gRPC accepts `credentials` for a listening port: it parses a certificate and key only
+// when a port is added, and the daemon's port is an external connection acceptor
+// (server/daemon/listener.h), which reports no failure. So a throwaway server is started on a
+// process-private abstract unix socket and stopped again. FAILED_PRECONDITION naming
+// --tls-cert/--tls-key when gRPC refuses them (its own reason is in its log line).
+Status CheckServerCredentials(const std::shared_ptr<grpc::ServerCredentials>& credentials);
 
 // Reads a token file: one line, surrounding whitespace dropped, at least 16 bytes, printable
 // ASCII. FAILED_PRECONDITION naming the file otherwise.
