@@ -264,16 +264,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--max-streams-per-connection", flags.max_streams_per_connection,
-                 "concurrent calls one client connection may have open")
+                 "concurrent calls one client connection may have open; more wait in the client "
+                 "for a free stream (HTTP/2 MAX_CONCURRENT_STREAMS), none is refused")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   app.add_option("--max-calls-per-client", flags.max_calls_per_client,
-                 "GetConfig and Tune calls one client host may have open at once; more are "
-                 "refused with RESOURCE_EXHAUSTED")
+                 "GetConfig and Tune calls one client host may have waiting for a tune at once "
+                 "(cache hits, CACHE_ONLY and ANSWER_NOW answers are not counted); more are "
+                 "refused at once with RESOURCE_EXHAUSTED naming this flag")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--max-calls", flags.max_calls,
-                 "GetConfig and Tune calls all clients together may have open at once")
+                 "GetConfig and Tune calls all clients together may have waiting for a tune at "
+                 "once; more are refused at once with RESOURCE_EXHAUSTED naming this flag")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--max-connections-per-client", flags.max_connections_per_client,

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <future>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -250,12 +251,18 @@ TEST_F(FleetFlightTest, BadValuesAreRefusedCountedAndReplaced) {
   ASSERT_TRUE(raw.ok()) << raw.status().ToString();
   const auto deadline = [] { return Clock::now() + std::chrono::seconds(1); };
   const DeviceInfo other = Node("cpu-x", "Another CPU");
+  // Issue 22's poison: a NaN in a MeasureMethod, well-formed otherwise (the import and --seed
+  // doors refuse it; the shared store is a door too).
+  TuneResult poisoned = Result(a_, p, 1e-9);
+  poisoned.ceiling.method.alternatives_median_s["memcpy"] =
+      std::numeric_limits<double>::quiet_NaN();
   const std::vector<std::pair<std::string, std::vector<std::string>>> bad = {
       {"garbage", {"HSET", keys.result, "f", "1", "m", "1e-9", "e", "not a proto"}},
       {"another format", {"HSET", keys.result, "f", "2", "m", "1e-9", "e", "whatever"}},
       {"another class",
        {"HSET", keys.result, "f", "1", "m", "1e-9", "e",
         EncodeSharedEntry(Result(other, p, 1e-9))}},
+      {"a NaN", {"HSET", keys.result, "f", "1", "m", "1e-9", "e", EncodeSharedEntry(poisoned)}},
   };
   int64_t refused = 0;
   for (const auto& [what, hset] : bad) {
@@ -274,7 +281,7 @@ TEST_F(FleetFlightTest, BadValuesAreRefusedCountedAndReplaced) {
     ASSERT_EQ(found.kind, SharedOutcome::Kind::kFound);
     EXPECT_DOUBLE_EQ(found.result->best_measurement.median_s, 1e-3);
   }
-  EXPECT_EQ(refused, 3);
+  EXPECT_EQ(refused, 4);
 }
 
 TEST_F(FleetFlightTest, DownAnswersAtOnceAndSharingResumesByItself) {
