@@ -16,10 +16,16 @@ void AnswerCache::Invalidate() {
 
 StatusOr<std::optional<TuneResult>> AnswerCache::LookupByClass(const std::string& device_class,
                                                               const Problem& problem) {
+  TR_ASSIGN_OR_RETURN(const Entry entry, Find(device_class, problem));
+  return *entry;
+}
+
+StatusOr<AnswerCache::Entry> AnswerCache::Find(const std::string& device_class,
+                                               const Problem& problem) {
   std::string key = device_class;
   key += '|';
   key += problem.Key();
-  Answer found;
+  Entry found;
   uint64_t epoch = 0;
   bool recheck = false;
   {
@@ -44,17 +50,19 @@ StatusOr<std::optional<TuneResult>> AnswerCache::LookupByClass(const std::string
     if (auto it = answers_.find(key); it != answers_.end()) found = it->second;
     epoch = epoch_;
   }
-  if (found) return *found;
+  if (found) return found;
   // Kept only if nothing was forgotten since `epoch`: a write that returned before this read
   // began is in what it reads; one that returns during the read bumps the epoch.
   TR_ASSIGN_OR_RETURN(std::optional<TuneResult> answer,
                       store_->LookupByClass(device_class, problem));
+  Entry made = std::make_shared<const std::optional<TuneResult>>(std::move(answer));
   MutexLock l(&mu_);
   if (epoch_ == epoch) {
     if (answers_.size() >= max_entries_) answers_.clear();
-    answers_.emplace(std::move(key), std::make_shared<const std::optional<TuneResult>>(answer));
+    // Another lookup may have read and kept it meanwhile: hand out the one kept.
+    return answers_.emplace(std::move(key), made).first->second;
   }
-  return answer;
+  return made;
 }
 
 size_t AnswerCache::size() const {

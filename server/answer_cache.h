@@ -45,7 +45,13 @@ class AnswerCache {
                        Clock::duration recheck = kDefaultRecheck)
       : store_(store), max_entries_(max_entries), recheck_(recheck) {}
 
-  // Store::LookupByClass(device_class, problem), through the cache.
+  // An entry: the stored answer, or nullopt when none is stored. Never changed once made.
+  using Entry = std::shared_ptr<const std::optional<TuneResult>>;
+
+  // Store::LookupByClass(device_class, problem), through the cache: the cache's own entry (no
+  // copy). The same entry is returned until the answers are forgotten.
+  StatusOr<Entry> Find(const std::string& device_class, const Problem& problem) EXCLUDES(mu_);
+  // The same, copied.
   StatusOr<std::optional<TuneResult>> LookupByClass(const std::string& device_class,
                                                     const Problem& problem) EXCLUDES(mu_);
 
@@ -57,7 +63,6 @@ class AnswerCache {
   size_t size() const EXCLUDES(mu_);
 
  private:
-  using Answer = std::shared_ptr<const std::optional<TuneResult>>;
   void ForgetLocked() REQUIRES(mu_);
 
   Store* const store_;
@@ -70,7 +75,7 @@ class AnswerCache {
   uint64_t epoch_ GUARDED_BY(mu_) = 0;            // bumped whenever the answers are forgotten
   // device class "|" problem key -> the stored answer (nullopt: none stored); shared, so that a
   // lookup copies it after the lock is released.
-  std::unordered_map<std::string, Answer> answers_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, Entry> answers_ GUARDED_BY(mu_);
 };
 
 }  // namespace transposed

@@ -387,11 +387,22 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
     return nullptr;
   };
 
-  // The fast path: no service lock, only the store's own short one.
+  // The fast path: no service lock, no store call (the answer cache's own short lock).
   {
-    auto hit = answers_.LookupByClass(cls, problem);
+    auto hit = answers_.Find(cls, problem);
     if (!hit.ok()) return fail(hit.status());
-    if (hit->has_value()) return from_cache(std::move(**hit));
+    const AnswerCache::Entry& entry = *hit;
+    if (entry->has_value()) {
+      if (!request.shared_hit) return from_cache(**entry);
+      count(true);
+      ConfigAnswer answer;
+      answer.stored = std::shared_ptr<const TuneResult>(entry, &**entry);
+      answer.measured_on.index = LocalIndexOf(answer.stored->device);
+      answer.source = AnswerSource::kCache;
+      answer.device_index = device;
+      done(std::move(answer));
+      return nullptr;
+    }
   }
   if (Status s = CheckProblem(problem, device); !s.ok()) return fail(std::move(s));
   if (request.answer_now && !request.cache_only) {

@@ -69,6 +69,9 @@ struct ConfigRequest {
   // default; at most kMaxTuneBudgetSeconds) and exhaustive measurement (TuneMany sets them).
   double budget_seconds = 0;
   bool exhaustive = false;
+  // A cache hit is answered with ConfigAnswer::stored, the answer cache's own entry, instead of
+  // a copy in `result` (the gRPC GetConfig, which keeps each hit's encoded answer).
+  bool shared_hit = false;
 };
 
 // The longest budget a Tune request may ask for (a tune holds its device for that long).
@@ -94,6 +97,12 @@ struct ConfigAnswer {
   AnswerSource source = AnswerSource::kCache;
   int device_index = 0;
   DeviceInfo measured_on;
+  // A cache hit of a request with shared_hit: the stored entry (measured on stored->device),
+  // shared with the answer cache and never changed; `result` and `measured_on` are then empty
+  // but for measured_on.index (stored->device's index among this daemon's devices, else -1).
+  // While the cache holds the entry, the same pointer is handed out, and a new one once the
+  // store changed: a caller may keep what it derives from it keyed by the pointer (holding it).
+  std::shared_ptr<const TuneResult> stored = nullptr;
   // kNearest: the stored problem whose winner this is. For kNearest and kHeuristic, `result`
   // holds the problem, device and chosen candidate only (nothing was measured for this problem).
   std::optional<Problem> nearest_problem = std::nullopt;

@@ -5,6 +5,10 @@
 // the Status (proto/grpc_status.h, the only place that maps codes) and leaves a note (problem,
 // device, source) for the log line that the interceptor (server/grpc/rpc_interceptor.h) writes.
 //
+// GetConfig is served raw (its request parsed here, on one arena per call): a cache hit is answered
+// with the encoded Answer kept for its stored entry (server/grpc/hit_answers.h), so a hit builds,
+// copies and serialises no message; every other answer is built and serialised per call.
+//
 // GetConfig and Tune are reactors: no thread waits while a tune runs. The service answers them
 // through a callback (on the device worker's thread, or at once on a cache hit) and they finish
 // then. Tune writes one TuneProgress per candidate result as it completes (one write in flight,
@@ -19,9 +23,9 @@
 // behind the admin check) and streams its candidates, then its answer or error. A client that goes
 // away detaches from the problem in flight (its tune is stored) and the rest are dropped.
 //
-// Thread-safety: gRPC calls the handlers and reactions from many threads at once; the only state
-// of this object is an atomic count of live GetConfig/Tune/TuneMany calls (for a graceful
-// shutdown), and TransposeService is thread-safe. The service (and the notes) must outlive this
+// Thread-safety: gRPC calls the handlers and reactions from many threads at once; the state of
+// this object is an atomic count of live GetConfig/Tune/TuneMany calls (for a graceful shutdown)
+// and the thread-safe HitAnswers, and TransposeService is thread-safe. The service (and the notes) must outlive this
 // object and the server.
 #pragma once
 
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "server/grpc/call_limiter.h"
+#include "server/grpc/hit_answers.h"
 #include "server/grpc/rpc_interceptor.h"
 #include "server/grpc/security.h"
 #include "server/service.h"
@@ -39,7 +44,9 @@
 
 namespace transposed {
 
-class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackService {
+class GrpcTransposer final
+    : public ::transposed::v1::Transposer::WithRawCallbackMethod_GetConfig<
+          ::transposed::v1::Transposer::CallbackService> {
  public:
   // `notes` (optional) receives each call's note for the interceptor's log line.
   // `gate` decides who may call the admin RPCs (server/grpc/security.h); the default admits loopback
@@ -49,9 +56,10 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
                           AdminGate gate = AdminGate(), CallLimiter* limiter = nullptr);
   ~GrpcTransposer() override;
 
+  // A transposed.v1.GetConfigRequest in, a transposed.v1.Answer out (served raw, see above).
   grpc::ServerUnaryReactor* GetConfig(grpc::CallbackServerContext* context,
-                                      const v1::GetConfigRequest* request,
-                                      v1::Answer* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<v1::TuneProgress>* Tune(grpc::CallbackServerContext* context,
                                                    const v1::TuneRequest* request) override;
   // Pre-tunes a list of problems one after the other (cached ones skipped; force: re-tuned, admin),
@@ -89,7 +97,6 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   template <typename Derived, typename Msg>
   class StreamCall;
   class GetConfigCall;
-  class GetConfigMessages;
   class TuneCall;
   class TuneManyCall;
 
@@ -104,12 +111,17 @@ class GrpcTransposer final : public ::transposed::v1::Transposer::CallbackServic
   Status Admit(const char* method, const grpc::CallbackServerContext* context,
                CallLimiter::Slot* slot) const;
 
+  // The Answer message of a GetConfig answer (the stored entry of a shared hit included).
+  void AnswerMessage(const ConfigAnswer& answer, v1::Answer* out) const;
+  // The encoded Answer of a shared cache hit (answer.stored): the one kept, else made (its
+  // message on `arena`) and kept.
+  grpc::Slice HitBytes(const ConfigAnswer& answer, google::protobuf::Arena* arena);
+
   TransposeService* const service_;
-  // The service's devices as Device messages (index = device), converted once: most answers
-  // are cache hits of these devices.
+  const std::vector<DeviceInfo> devices_;  // the service's (index = device)
+  // The same as Device messages, converted once: most answers are cache hits of these devices.
   const std::vector<v1::Device> device_protos_;
-  // GetConfig's request and answer on one arena per call (set in the constructor).
-  std::unique_ptr<GetConfigMessages> get_config_messages_;
+  HitAnswers hit_answers_;
   RpcNotes* const notes_;
   const AdminGate gate_;
   CallLimiter* const limiter_;

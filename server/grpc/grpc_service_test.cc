@@ -134,6 +134,40 @@ TEST_F(GrpcServiceTest, GetConfigTunesThenAnswersFromCache) {
   EXPECT_EQ(cached.tuned_at_unix_ms(), tuned.tuned_at_unix_ms());
 }
 
+// A hit is answered with bytes kept for its stored entry (server/grpc/hit_answers.h): the same answer
+// each time, and never an entry the store no longer holds (deleted, then tuned again).
+TEST_F(GrpcServiceTest, AHitIsTheStoredEntryOfTheMoment) {
+  v1::Answer tuned, first, second;
+  ASSERT_TRUE(Get(Request(64, 512, "f32"), &tuned).ok());
+  ASSERT_TRUE(Get(Request(64, 512, "f32"), &first).ok());
+  ASSERT_TRUE(Get(Request(64, 512, "f32"), &second).ok());
+  EXPECT_EQ(first.source(), v1::SOURCE_CACHE);
+  EXPECT_EQ(first.tuned_at_unix_ms(), tuned.tuned_at_unix_ms());
+  EXPECT_EQ(first.device().fingerprint(), tuned.device().fingerprint());
+  EXPECT_EQ(first.measured_on().fingerprint(), tuned.device().fingerprint());
+  EXPECT_EQ(first.device().attributes_size(), tuned.device().attributes_size());
+  EXPECT_EQ(first.DebugString(), second.DebugString());
+  {
+    grpc::ClientContext ctx;
+    v1::DeleteEntriesRequest req;
+    req.set_all(true);
+    v1::DeleteEntriesResponse r;
+    ASSERT_TRUE(stub_->DeleteEntries(&ctx, req, &r).ok());
+    ASSERT_EQ(r.deleted(), 1);
+  }
+  v1::GetConfigRequest cache_only = Request(64, 512, "f32");
+  cache_only.set_policy(v1::CACHE_ONLY);
+  v1::Answer a;
+  EXPECT_EQ(Get(cache_only, &a).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::Answer retuned, hit;
+  ASSERT_TRUE(Get(Request(64, 512, "f32"), &retuned).ok());
+  EXPECT_EQ(retuned.source(), v1::SOURCE_TUNED);
+  ASSERT_NE(retuned.tuned_at_unix_ms(), tuned.tuned_at_unix_ms());  // a tune takes > 0.15 s
+  ASSERT_TRUE(Get(cache_only, &hit).ok());
+  EXPECT_EQ(hit.source(), v1::SOURCE_CACHE);
+  EXPECT_EQ(hit.tuned_at_unix_ms(), retuned.tuned_at_unix_ms());
+}
+
 TEST_F(GrpcServiceTest, ErrorsKeepTheirCodeAndMessage) {
   v1::Answer a;
   grpc::Status s = Get(Request(4, 4, "f24"), &a);
