@@ -355,30 +355,25 @@ void Metrics::OnConnectionRefused(const char* cap) {
       ->Increment();
 }
 
-void Metrics::OnRpcDone(const std::string& service, const std::string& method,
-                        grpc::StatusCode code, double seconds) {
-  Rpc rpc;
-  {
-    MutexLock l(&mu_);
-    auto key = std::make_tuple(service, method, std::string(GrpcCodeName(code)));
-    auto it = rpcs_.find(key);
-    if (it == rpcs_.end()) {
-      if (static_cast<int>(rpcs_.size()) >= kMaxRpcSeries) std::get<1>(key) = "other";
-      it = rpcs_.find(key);
-    }
-    if (it == rpcs_.end()) {
-      Rpc added;
-      added.requests = &rpc_requests_->Add({{"service", std::get<0>(key)},
-                                            {"method", std::get<1>(key)},
-                                            {"code", std::get<2>(key)}});
-      added.latency = &rpc_latency_->Add(
-          {{"service", std::get<0>(key)}, {"method", std::get<1>(key)}}, LatencyBuckets());
-      it = rpcs_.emplace(std::move(key), added).first;
-    }
-    rpc = it->second;
+RpcRecorder::Series* Metrics::SeriesOf(const std::string& service, const std::string& method,
+                                       grpc::StatusCode code) {
+  MutexLock l(&mu_);
+  auto key = std::make_tuple(service, method, std::string(GrpcCodeName(code)));
+  auto it = rpcs_.find(key);
+  if (it == rpcs_.end()) {
+    if (static_cast<int>(rpcs_.size()) >= kMaxRpcSeries) std::get<1>(key) = "other";
+    it = rpcs_.find(key);
   }
-  rpc.requests->Increment();
-  rpc.latency->Observe(seconds);
+  if (it == rpcs_.end()) {
+    prometheus::Counter* requests = &rpc_requests_->Add(
+        {{"service", std::get<0>(key)}, {"method", std::get<1>(key)}, {"code", std::get<2>(key)}});
+    prometheus::Histogram* latency = &rpc_latency_->Add(
+        {{"service", std::get<0>(key)}, {"method", std::get<1>(key)}}, LatencyBuckets());
+    it = rpcs_.emplace(std::piecewise_construct, std::forward_as_tuple(std::move(key)),
+                       std::forward_as_tuple(requests, latency))
+             .first;
+  }
+  return &it->second;
 }
 
 }  // namespace transposed

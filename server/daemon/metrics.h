@@ -75,8 +75,8 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   void OnTuneStarted(int device) override;
   void OnTuneFinished(int device, const Status& status, double seconds) override;
   // RpcRecorder
-  void OnRpcDone(const std::string& service, const std::string& method, grpc::StatusCode code,
-                 double seconds) override;
+  Series* SeriesOf(const std::string& service, const std::string& method,
+                   grpc::StatusCode code) override EXCLUDES(mu_);
   // A connection refused at accept by ConnectionLimiter: "per_client", "total" or "descriptors".
   void OnConnectionRefused(const char* cap);
   // ServiceObserver: an entry from outside refused by validation (server/entry_validation.h).
@@ -92,9 +92,14 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
     prometheus::Counter* tunes_failed;
     prometheus::Histogram* tune_seconds;
   };
-  struct Rpc {
-    prometheus::Counter* requests;
-    prometheus::Histogram* latency;
+  struct Rpc final : Series {
+    Rpc(prometheus::Counter* r, prometheus::Histogram* l) : requests(r), latency(l) {}
+    void Done(double seconds) override {
+      requests->Increment();
+      latency->Observe(seconds);
+    }
+    prometheus::Counter* const requests;
+    prometheus::Histogram* const latency;
   };
 
   const PerDevice* Device(int device) const;
@@ -110,7 +115,7 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
   std::map<std::string, prometheus::Counter*, std::less<>> entries_refused_;  // immutable; by door
 
   Mutex mu_;
-  // (service, method, code name) -> its series.
+  // (service, method, code name) -> its series (a map: handed-out addresses stay valid).
   std::map<std::tuple<std::string, std::string, std::string>, Rpc> rpcs_ GUARDED_BY(mu_);
   std::unique_ptr<prometheus::Exposer> exposer_ GUARDED_BY(mu_);
 };

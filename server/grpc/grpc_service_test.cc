@@ -24,11 +24,13 @@ using namespace std::chrono_literals;
 // Counts what the interceptor reports: (service, method, code) -> calls.
 class CountingRecorder : public RpcRecorder {
  public:
-  void OnRpcDone(const std::string& service, const std::string& method, grpc::StatusCode code,
-                 double seconds) override {
+  Series* SeriesOf(const std::string& service, const std::string& method,
+                   grpc::StatusCode code) override {
     std::lock_guard<std::mutex> l(mu_);
-    ++calls_[{service, method, code}];
-    if (seconds < 0) ++negative_;
+    auto& kept = series_[{service, method, code}];
+    if (!kept) kept = std::make_unique<Counted>(this, std::make_tuple(service, method, code));
+    ++resolved_;
+    return kept.get();
   }
   int Calls(const std::string& method, grpc::StatusCode code) {
     std::lock_guard<std::mutex> l(mu_);
@@ -38,11 +40,29 @@ class CountingRecorder : public RpcRecorder {
     std::lock_guard<std::mutex> l(mu_);
     return negative_;
   }
+  // SeriesOf calls so far.
+  int resolved() {
+    std::lock_guard<std::mutex> l(mu_);
+    return resolved_;
+  }
 
  private:
+  using Key = std::tuple<std::string, std::string, grpc::StatusCode>;
+  struct Counted : Series {
+    Counted(CountingRecorder* r, Key k) : recorder(r), key(std::move(k)) {}
+    void Done(double seconds) override {
+      std::lock_guard<std::mutex> l(recorder->mu_);
+      ++recorder->calls_[key];
+      if (seconds < 0) ++recorder->negative_;
+    }
+    CountingRecorder* const recorder;
+    const Key key;
+  };
   std::mutex mu_;
-  std::map<std::tuple<std::string, std::string, grpc::StatusCode>, int> calls_;
+  std::map<Key, int> calls_;
+  std::map<Key, std::unique_ptr<Counted>> series_;
   int negative_ = 0;
+  int resolved_ = 0;
 };
 
 class GrpcServiceTest : public ::testing::Test {
@@ -340,6 +360,21 @@ TEST_F(GrpcServiceTest, TheInterceptorCountsEveryCallByMethodAndCode) {
   EXPECT_EQ(recorder_.Calls("ListDevices", grpc::StatusCode::OK), 1);
   EXPECT_EQ(recorder_.Calls("Tune", grpc::StatusCode::OK), 0);
   EXPECT_EQ(recorder_.negative(), 0);
+}
+
+// The interceptor resolves a (method, code)'s series once, not per call (prometheus-cpp's label
+// lookup takes a lock and a map of label sets).
+TEST_F(GrpcServiceTest, TheInterceptorResolvesEachMethodAndCodeOnce) {
+  v1::Answer a;
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(Get(Request(16, 32, "f32"), &a).ok());
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(Get(Request(0, 16, "f32"), &a).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (recorder_.Calls("GetConfig", grpc::StatusCode::INVALID_ARGUMENT) < 5 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(recorder_.Calls("GetConfig", grpc::StatusCode::OK), 20);
+  EXPECT_EQ(recorder_.resolved(), 2);  // (GetConfig, OK), (GetConfig, INVALID_ARGUMENT)
 }
 
 // A client whose deadline passes detaches; the tune still ends and is stored.

@@ -26,17 +26,16 @@ std::string RequestTypeOf(const std::string& service, const std::string& method)
 
 class RpcInterceptor : public grpc::experimental::Interceptor {
  public:
-  RpcInterceptor(grpc::experimental::ServerRpcInfo* info, RpcNotes* notes, RpcRecorder* recorder)
-      : ctx_(info->server_context()), notes_(notes), recorder_(recorder), start_(Clock::now()) {
-    // "/transposed.v1.Transposer/GetConfig" -> service, method.
-    const std::string full = info->method() != nullptr ? info->method() : "";
-    const auto slash = full.rfind('/');
-    if (slash != std::string::npos && slash > 0) {
-      service_ = full.substr(full[0] == '/' ? 1 : 0, slash - (full[0] == '/' ? 1 : 0));
-      method_ = full.substr(slash + 1);
-    } else {
-      service_ = "";
-      method_ = full;
+  using Method = RpcInterceptorFactory::Method;
+
+  // `method` kept by the factory, or null: then the interceptor splits its own.
+  RpcInterceptor(grpc::experimental::ServerRpcInfo* info, Method* method, RpcNotes* notes,
+                 RpcRecorder* recorder)
+      : ctx_(info->server_context()), notes_(notes), recorder_(recorder), start_(Clock::now()),
+        method_(method) {
+    if (method_ == nullptr) {
+      own_ = std::make_unique<Method>(info->method() != nullptr ? info->method() : "");
+      method_ = own_.get();
     }
   }
   ~RpcInterceptor() override {
@@ -55,7 +54,7 @@ class RpcInterceptor : public grpc::experimental::Interceptor {
       if (unparsed_ && status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         // gRPC (1.51) answers a request body that does not parse as the method's message with
         // UNIMPLEMENTED and no message: say what it was.
-        std::string type = RequestTypeOf(service_, method_);
+        std::string type = RequestTypeOf(method_->service, method_->method);
         status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                               "request: not a valid " + (type.empty() ? "request" : type) +
                                   " message (the body does not parse as protobuf)");
@@ -74,26 +73,35 @@ class RpcInterceptor : public grpc::experimental::Interceptor {
     grpc::StatusCode counted = status.error_code();
     if (counted == grpc::StatusCode::UNKNOWN && ctx_ != nullptr && ctx_->IsCancelled())
       counted = grpc::StatusCode::CANCELLED;
-    if (recorder_ != nullptr) recorder_->OnRpcDone(service_, method_, counted, seconds);
+    if (counted < 0 || counted >= RpcInterceptorFactory::kCodes)
+      counted = grpc::StatusCode::UNKNOWN;
+    if (recorder_ != nullptr) {
+      std::atomic<RpcRecorder::Series*>& kept = method_->series[counted];
+      RpcRecorder::Series* series = kept.load(std::memory_order_acquire);
+      if (series == nullptr) {
+        // Any thread may resolve it first: the recorder returns the same series to each.
+        series = recorder_->SeriesOf(method_->service, method_->method, counted);
+        kept.store(series, std::memory_order_release);
+      }
+      series->Done(seconds);
+    }
     RpcNote note = notes_ != nullptr ? notes_->Take(ctx_) : RpcNote();
     const spdlog::level::level_enum level =
-        service_ == kTransposer && !note.routine ? spdlog::level::info : spdlog::level::debug;
+        method_->transposer && !note.routine ? spdlog::level::info : spdlog::level::debug;
     if (!spdlog::should_log(level)) return;
     if (!note.text.empty()) note.text += " ";
     std::string code = GrpcCodeName(status.error_code());
     if (!status.ok()) code += ": " + status.error_message();
-    spdlog::log(level,
-                "rpc={} {}latency_ms={:.3f} status={}", service_ == kTransposer
-                    ? method_ : service_ + "/" + method_,
-                note.text, seconds * 1e3, code);
+    spdlog::log(level, "rpc={} {}latency_ms={:.3f} status={}", method_->shown, note.text,
+                seconds * 1e3, code);
   }
 
   const grpc::ServerContextBase* const ctx_;
   RpcNotes* const notes_;
   RpcRecorder* const recorder_;
   const Clock::time_point start_;
-  std::string service_;
-  std::string method_;
+  Method* method_;                // the factory's, or own_
+  std::unique_ptr<Method> own_;   // a method the factory does not keep
   bool reported_ = false;  // interceptor methods of one call are never run concurrently
   bool unparsed_ = false;  // the request body did not parse
 };
@@ -137,9 +145,31 @@ RpcNote RpcNotes::Take(const grpc::ServerContextBase* ctx) {
   return note;
 }
 
+RpcInterceptorFactory::Method::Method(std::string_view full) {
+  // "/transposed.v1.Transposer/GetConfig" -> service, method.
+  const auto slash = full.rfind('/');
+  if (slash != std::string_view::npos && slash > 0) {
+    const size_t from = full[0] == '/' ? 1 : 0;
+    service = std::string(full.substr(from, slash - from));
+    method = std::string(full.substr(slash + 1));
+  } else {
+    method = std::string(full);
+  }
+  transposer = service == kTransposer;
+  shown = transposer ? method : service + "/" + method;
+}
+
+RpcInterceptorFactory::Method* RpcInterceptorFactory::Kept(std::string_view full) {
+  MutexLock l(&mu_);
+  if (auto it = methods_.find(full); it != methods_.end()) return it->second.get();
+  if (methods_.size() >= kMaxMethods) return nullptr;
+  return methods_.emplace(std::string(full), std::make_unique<Method>(full)).first->second.get();
+}
+
 grpc::experimental::Interceptor* RpcInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  return new RpcInterceptor(info, notes_, recorder_);
+  const char* full = info->method() != nullptr ? info->method() : "";
+  return new RpcInterceptor(info, Kept(full), notes_, recorder_);
 }
 
 }  // namespace transposed
