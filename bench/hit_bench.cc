@@ -1,5 +1,5 @@
 // hit_bench: what a cache hit costs a client, against the daemon's cheapest call, the standard
-// health check, measured with C++ gRPC clients (docs/benchmark.md "Cache hits").
+// health check, measured with C++ gRPC clients (docs/lookups.md "The benchmark").
 //
 // It starts a daemon (--daemon PATH: the `transposed` binary, CPU backend, a fresh database in a
 // temporary directory, through testing::DaemonProcess) or uses a running one (--address), tunes
