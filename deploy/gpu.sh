@@ -15,7 +15,10 @@
 #                                   # (python/bench/bench_user_path.sh: OUTDIR/user_path/user_path.md,
 #                                   # Python and C++ callers against the daemon's stored
 #                                   # figures, torch, host cost, hit latency); logs in OUTDIR/*, plus
-#                                   # OUTDIR/logs.tar.gz holding all of them
+#                                   # OUTDIR/logs.tar.gz holding all of them, and the inputs of
+#                                   # docs/performance.md in OUTDIR/performance/<gpu>.json
+#                                   # (deploy/perf_report.py extract; copy them to
+#                                   # docs/performance/ and run deploy/perf_report.py render)
 # Exit status of `run`: non-zero if any part failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +37,13 @@ case "${1:-}" in
     bundle_tool=${BUNDLE_TOOL:-../shared/tools/bundle}
     "$bundle_tool" "$BUNDLE" "${PROGRAMS[@]/#/$BUILD_DIR/bin/}"
     strip "$BUNDLE"/bin/* || true
+    # The commit the programs were built from, for the run's report (run.txt, docs/performance.md).
+    if commit=$(git rev-parse --short HEAD 2>/dev/null); then
+      git diff --quiet HEAD -- || commit="$commit (with uncommitted changes)"
+    else
+      commit="not recorded"
+    fi
+    echo "$commit" > "$BUNDLE/COMMIT"
     # The Python package (sources, stubs, libtransposed_launch.so) for python/run_gpu.sh.
     cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target transposed_python
     cp -rL "$BUILD_DIR/python" "$BUNDLE/python"
@@ -59,12 +69,19 @@ case "${1:-}" in
     bash python/run_gpu.sh "$BUNDLE" "$out/python" || status=1
     echo "==== user path: Python and C++ callers against the daemon's stored figures"
     bash python/bench/bench_user_path.sh "$BUNDLE" "$out/user_path" || status=1
-    tar -C "$out" -czf "$out/logs.tar.gz" kernels backend example python user_path
+    { echo "commit=$(cat "$BUNDLE/COMMIT" 2>/dev/null || echo not recorded)"
+      echo "status=$([ $status -eq 0 ] && echo PASSED || echo FAILED)"
+      date -u +"date=%Y-%m-%dT%H:%M:%SZ"
+    } > "$out/run.txt"
+    tar -C "$out" -czf "$out/logs.tar.gz" run.txt kernels backend example python user_path
+    echo "==== docs/performance inputs: OUTDIR/performance/<gpu>.json (deploy/perf_report.py)"
+    python3 deploy/perf_report.py extract "$out" --into "$out/performance" ||
+      echo "perf_report: extraction failed (the run's status is unchanged)"
     echo "==== deploy/gpu.sh run: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
     exit $status
     ;;
   *)
-    sed -n 2,19p "$0"
+    sed -n 2,22p "$0"
     exit 2
     ;;
 esac
