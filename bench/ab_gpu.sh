@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of two builds of transpose_bench on the GPU machine: the same problems and configurations,
 # two alternating rounds (a b a b), the best share of the copy of each (problem, configuration)
-# per build, then the best per problem. The before/after tables of docs/benchmark.md come from it.
+# per build, then the best per problem. The before/after tables of docs/lab/benchmark.md come from it.
 #   here:  build transpose_bench of both commits (deploy/gpu.sh bundle in a worktree of each, or
 #          cmake --build build-gpu --target transpose_bench), copy them as bench_a (before) and
 #          bench_b (after), and bundle them with the bundle tool:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a kernel's time goes in L2 (docs/benchmark.md, "the L2 fabric"): ncu on one
+# Where a kernel's time goes in L2 (docs/lab/benchmark.md, "the L2 fabric"): ncu on one
 # configuration of one problem, the L2 partition-fabric, DRAM and issue activity and the L2
 # sectors read and written by the SMs. On the GPU machine:
 #   bash bench/ncu_l2.sh BUNDLE "12007x7001 f32" tile128x32.rows16.pad1 [OUTDIR]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Why a kernel waits (docs/benchmark.md, "Skinny kernels for 4 blocks per SM"): ncu on one
+# Why a kernel waits (docs/lab/benchmark.md, "Skinny kernels for 4 blocks per SM"): ncu on one
 # configuration of one problem: speed of light (DRAM, SM), occupancy, launch statistics and the
 # sampled warp stall reasons (barrier, long and short scoreboard, MIO and LG throttle). On the GPU
 # machine:

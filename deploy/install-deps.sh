@@ -41,7 +41,7 @@ PKGS=(
 )
 if [ "$MODE" != build ]; then
   # openssl makes the TLS/mTLS certificates of the security tests (server/e2e/security_e2e_test.cc);
-  # python3-venv: the README's `pip install ./python` into a virtual environment (Debian's
+  # python3-venv: docs/user/python.md's `pip install ./python` into a virtual environment (Debian's
   # python3 is externally managed, PEP 668); redis-server: the shared store's tests
   # (server/fleet/fleet_flight_test.cc, server/e2e/fleet_herd_test.cc) start a real one on loopback (the
   # daemon itself needs only libhiredis, for --shared-store).

@@ -1,8 +1,9 @@
-"""The README's Python examples, run as written: every ```python block of README.md that holds
-doctest lines (>>>) is run with doctest against the daemon at $TRANSPOSED_SERVER (CTest
-python_readme_test runs it under testing/with_daemon: a fresh daemon, CPU backend, empty cache).
+"""The user guide's Python examples, run as written: every ```python block of a Markdown page
+(docs/user/python.md) that holds doctest lines (>>>) is run with doctest against the daemon at
+$TRANSPOSED_SERVER (CTest python_readme_test runs it under testing/with_daemon: a fresh daemon,
+CPU backend, empty cache). A page without such a block fails.
 
-    readme_test.py README.md
+    readme_test.py docs/user/python.md
 """
 import doctest
 import os

@@ -230,7 +230,7 @@ def main():
     except ImportError:
         print("cupy: not installed, skipped")
 
-    # Value-exact answers (README "Value-exact answers"): the daemon may answer cublas.geam (NaN
+    # Value-exact answers (docs/user/api.md "Value-exact answers"): the daemon may answer cublas.geam (NaN
     # payloads may change), which Launch runs; every element that is not a NaN must be bit-equal.
     for rows, cols, dtype in [(4097, 3001, torch.float32), (5005, 1537, torch.float64)]:
         x = random_tensor((rows, cols), dtype)

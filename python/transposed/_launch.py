@@ -452,7 +452,7 @@ def transpose(x, out=None, client=None, policy=None, value_exact=False):
     row-major matrix) is the framework's strided copy of its storage; any other layout of a
     PyTorch or CuPy array is done by the framework itself (x.transpose(-2, -1) copied into out).
     value_exact=True (f32/f64) also accepts a kernel that may change NaN payloads, every other
-    element bit-exact (cuBLAS geam where it is faster; README "Value-exact answers").
+    element bit-exact (cuBLAS geam where it is faster; docs/user/api.md "Value-exact answers").
     Under torch.compile this is the custom op torch.ops.transposed.transpose (no graph break).
     """
     t = _torch_module()

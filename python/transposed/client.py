@@ -87,7 +87,7 @@ def problem(rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None, value_ex
 
     value_exact=True accepts an answer that may change NaN payloads (every other element stays
     bit-exact), which admits cuBLAS geam for f32/f64; it is tuned and cached apart from the
-    default bit-exact answer (README "Value-exact answers")."""
+    default bit-exact answer (docs/user/api.md "Value-exact answers")."""
     p = pb.Problem(rows=int(rows), cols=int(cols), dtype=str(dtype), ld_in=int(ld_in),
                    ld_out=int(ld_out))
     if value_exact:
@@ -184,7 +184,7 @@ class Client:
                    policy="tune_if_missing", timeout=None, value_exact=False):
         """The best configuration for a problem: a transposed.v1.Answer (.variant.name, .gbps,
         .source...). policy: "tune_if_missing" (a miss tunes first), "cache_only" (a miss is
-        Error NOT_FOUND) or "answer_now" (a miss answers at once; see the README), in any case.
+        Error NOT_FOUND) or "answer_now" (a miss answers at once; docs/user/api.md), in any case.
         value_exact: see problem()."""
         req = pb.GetConfigRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device,
                                                   value_exact),

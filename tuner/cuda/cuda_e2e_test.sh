@@ -78,7 +78,7 @@ done < <(if [ -n "${E2E_PROBLEMS:-}" ]; then cat "$E2E_PROBLEMS"; else cat <<'PR
 PROBLEMS
 fi)
 
-# Value-exact answers (README "Value-exact answers") on an odd f32 problem: the bit-exact answer is
+# Value-exact answers (docs/user/api.md "Value-exact answers") on an odd f32 problem: the bit-exact answer is
 # never cublas.geam and has no cublas.geam candidate; the value-exact request is tuned apart
 # (source tuned, exactness EXACTNESS_VALUE), its answer a candidate that passed its check, and
 # where libcublas loads (device attribute cublas) cublas.geam is among its checked candidates.
