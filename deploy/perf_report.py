@@ -98,7 +98,7 @@ def gpu_key(name):
     return m.group(1).lower() if m else re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def extract_meta(run, commit):
+def extract_meta(run, commit, note=None):
     meta = {"command": "deploy/gpu.sh run OUTDIR"}
     log = run.text("kernels/bench.log") or ""
     m = re.search(r"^date: (\S+)", log, re.M)
@@ -128,6 +128,8 @@ def extract_meta(run, commit):
     meta["commit"] = commit or info.get("commit") or "not recorded"
     if "status" in info:
         meta["status"] = info["status"]
+    if note:
+        meta["note"] = note
     return meta
 
 
@@ -206,7 +208,7 @@ def extract(args):
     if "kernels/bench.csv" not in run.files:
         sys.exit(f"perf_report: no kernels/bench.csv in {args.outdir} (a deploy/gpu.sh run output "
                  "directory or its logs.tar.gz)")
-    meta = extract_meta(run, args.commit)
+    meta = extract_meta(run, args.commit, args.note)
     data = {"format": FORMAT, "gpu": gpu_key(meta.get("device", "unknown")), "meta": meta,
             "fixed": extract_fixed(run), "random": extract_random(run),
             "torch": extract_torch(run), "user_path": extract_user_path(run),
@@ -257,6 +259,8 @@ def render_gpu(d):
              + (f" ({m['status']})" if m.get("status") else "") + ".")
     if m.get("device_line"):
         o.append(f"Device: {m['device_line']}.")
+    if m.get("note"):
+        o.append(f"Note: {m['note']}")
     o.append("")
 
     o.append("### Fixed problems: against the copy and cuBLAS\n")
@@ -328,8 +332,8 @@ def render_gpu(d):
     if not u:
         o.append("Not in this run.\n")
     else:
-        o.append(f"`python/bench/bench_user_path.sh` (seed {u['seed']}: a fixed list, then "
-                 "seeded random shapes), each problem pre-tuned, then called from Python "
+        o.append(f"`python/bench/bench_user_path.sh` ({u['date_utc']}, seed {u['seed']}: a fixed "
+                 "list, then seeded random shapes), each problem pre-tuned, then called from Python "
                  "(`transposed.transpose(x, out=o)`) and C++ (`transposed::Transposer`): GB/s per "
                  "call (an event before each of N calls back to back) and its fraction of the "
                  "stored figure; torch's `x.t().contiguous()` and `clone()` (a copy of the same "
@@ -353,9 +357,9 @@ def render_gpu(d):
                 o.append(f"| `{k}` | {u['host_us'][k]:.1f} |")
         h = u["hit_ms"]
         if h:
-            o.append(f"\nCache hits from the Python client: idle p50 {h['idle_p50_ms']} ms, p99 "
-                     f"{h['idle_p99_ms']} ms; during a tune of another problem p50 "
-                     f"{h['tune_p50_ms']} ms, p99 {h['tune_p99_ms']} ms "
+            o.append(f"\nCache hits from the Python client: idle p50 {h['idle_p50_ms']:.2f} ms, p99 "
+                     f"{h['idle_p99_ms']:.2f} ms; during a tune of another problem p50 "
+                     f"{h['tune_p50_ms']:.2f} ms, p99 {h['tune_p99_ms']:.2f} ms "
                      f"({h['hits_during_tune']} hits served during the tune).")
         o.append("")
 
@@ -483,6 +487,7 @@ def main():
     e.add_argument("outdir")
     e.add_argument("--into", default=os.path.join(ROOT, "docs", "performance"))
     e.add_argument("--commit", help="the commit the run's bundle was built from (else run.txt)")
+    e.add_argument("--note", help="one sentence shown under the GPU's heading (how the run was made)")
     r = sub.add_parser("render", help="DIR/*.json -> docs/performance.md")
     r.add_argument("--inputs", default=os.path.join(ROOT, "docs", "performance"))
     r.add_argument("--out", default=os.path.join(ROOT, "docs", "performance.md"))
