@@ -408,7 +408,7 @@ METHOD = """\
   strided problems of every element size from a seed; the seed is printed and repeats the draw.
 - **torch** figures are PyTorch's own `x.t().contiguous()` (its transpose copy) and `clone()`
   (a plain copy of the same bytes) on the same tensors, timed the same way as the call beside it.
-- The design of the kernel family and why its rows exist: `docs/design/kernel-family.md`.
+- The design of the kernel family and why its rows exist: [design/kernel-family.md](design/kernel-family.md).
 
 ## How to reproduce
 
