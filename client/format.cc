@@ -140,6 +140,21 @@ Json DeviceToJson(const v1::Device& device) {
   Json a = Json::object();
   for (const auto& [k, v] : attrs) a[k] = v;
   j["attributes"] = a;
+  if (device.has_load()) {
+    const v1::DeviceLoad& l = device.load();
+    Json load;
+    load["state"] = l.state();
+    load["source"] = l.source();
+    if (!l.detail().empty()) load["detail"] = l.detail();
+    load["utilization_percent"] = l.utilization_percent();
+    load["other_processes"] = l.other_processes();
+    load["sampled_at_unix_ms"] = l.sampled_at_unix_ms();
+    if (!l.tune_contention().empty()) load["tune_contention"] = l.tune_contention();
+    load["background_waiting"] = l.background_waiting();
+    load["background_abandoned"] = l.background_abandoned();
+    if (!l.last_abandoned().empty()) load["last_abandoned"] = l.last_abandoned();
+    j["load"] = std::move(load);
+  }
   return j;
 }
 
@@ -200,6 +215,7 @@ Json AnswerToJson(const v1::Answer& a) {
   j["candidates_tried"] = a.candidates_tried();
   j["candidates_valid"] = a.candidates_valid();
   j["tune_seconds"] = a.tune_seconds();
+  if (!a.contention().empty()) j["contention"] = a.contention();
   j["measurement"] = MeasurementToJson(a.measurement());
   j["ceiling"] = MeasurementToJson(a.ceiling());
   return j;
@@ -269,6 +285,7 @@ std::string AnswerToText(const v1::Answer& a) {
       {"candidates", Printf("%d tried, %d valid", a.candidates_tried(), a.candidates_valid())},
       {"tune_seconds", Printf("%.3f", a.tune_seconds())},
   };
+  if (!a.contention().empty()) rows.push_back({"contention", a.contention()});
   size_t width = 0;
   for (const auto& [k, v] : rows) width = std::max(width, k.size());
   std::string out;
@@ -295,10 +312,24 @@ std::string ProgressToText(const v1::TuneProgress& p) {
 }
 
 std::string DeviceToText(const v1::Device& d) {
-  return Printf("%d  %-6s %s  uuid=%s  memory=%s  fingerprint=%s  library=%s", d.index(),
-                d.backend().c_str(), d.name().c_str(), d.uuid().c_str(),
-                HumanBytes(d.memory_bytes()).c_str(), d.fingerprint().c_str(),
-                d.library_version().c_str());
+  std::string out = Printf("%d  %-6s %s  uuid=%s  memory=%s  fingerprint=%s  library=%s",
+                           d.index(), d.backend().c_str(), d.name().c_str(), d.uuid().c_str(),
+                           HumanBytes(d.memory_bytes()).c_str(), d.fingerprint().c_str(),
+                           d.library_version().c_str());
+  if (d.has_load()) {
+    const v1::DeviceLoad& l = d.load();
+    out += "\n   load=" + l.state();
+    if (l.utilization_percent() >= 0)
+      out += Printf("  utilization=%d%%  other_processes=%d", l.utilization_percent(),
+                    l.other_processes());
+    else if (!l.detail().empty())
+      out += "  (" + l.detail() + ")";
+    if (!l.tune_contention().empty()) out += "  last_tune_contention=\"" + l.tune_contention() + "\"";
+    out += Printf("  background_waiting=%d  background_abandoned=%lld", l.background_waiting(),
+                  static_cast<long long>(l.background_abandoned()));
+    if (!l.last_abandoned().empty()) out += "\n   last_abandoned: " + l.last_abandoned();
+  }
+  return out;
 }
 
 std::string EntryToText(const v1::Entry& entry) {

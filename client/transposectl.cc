@@ -2,7 +2,7 @@
 //
 //   transposectl [--server ADDR] [--json] [--timeout S] get  --rows R --cols C --dtype T ...
 //   transposectl tune --rows R --cols C --dtype T [--budget S] [--exhaustive]
-//   transposectl tune --from FILE|- [--budget S] [--exhaustive] [--force]
+//   transposectl tune --from FILE|- [--budget S] [--exhaustive] [--force | --background]
 //   transposectl devices
 //   transposectl list   [filters] [--candidates] [--limit N]
 //   transposectl delete [filters] [--all]
@@ -218,9 +218,11 @@ StatusOr<v1::Problem> ParseProblemLine(const std::string& line) {
 // other (joining a tune of the same problem in flight); with --force it re-tunes them all
 // (admin). A progress bar on a terminal (stderr); with --json one transposed.v1.Answer per
 // problem on stdout (protobuf's JSON printer). With --value-exact, every problem of the file asks
-// for value-exact answers (a JSON line may also set "exactness"). Exit 1 if any problem failed.
+// for value-exact answers (a JSON line may also set "exactness"). With --background the tunes
+// are polite (docs/user/polite.md: they yield to other work on a busy GPU, and one abandoned
+// fails as UNAVAILABLE). Exit 1 if any problem failed.
 int RunTuneFrom(Client& client, const Globals& g, const std::string& path, double budget,
-                bool exhaustive, bool force, bool value_exact) {
+                bool exhaustive, bool force, bool background, bool value_exact) {
   std::ifstream file;
   if (path != "-") {
     file.open(path);
@@ -263,6 +265,7 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
     request.set_budget_seconds(budget);
     request.set_exhaustive(exhaustive);
     request.set_force(force);
+    request.set_background(background);
     Status s = client.TuneMany(request, [&](const v1::TuneManyProgress& m) -> Status {
       const size_t i = first + static_cast<size_t>(m.problem_index());
       if (m.problem_index() < 0 || i >= end)
@@ -681,6 +684,11 @@ int Main(int argc, char** argv) {
   bool force = false;
   tune->add_flag("--force", force,
                  "With --from: re-tune the cached problems too (admin, as a single tune)");
+  bool background = false;
+  tune->add_flag("--background", background,
+                 "With --from: tune politely, yielding to other work on a busy GPU (a prolog "
+                 "beside running jobs; docs/user/polite.md)")
+      ->excludes("--force");
 
   CLI::App* devices = app.add_subcommand("devices", "List the daemon's devices");
 
@@ -765,9 +773,12 @@ int Main(int argc, char** argv) {
     return RunGet(c, g, get_flags,
                   cache_only ? v1::CACHE_ONLY : answer_now ? v1::ANSWER_NOW : v1::TUNE_IF_MISSING);
   if (tune->parsed() && !tune_from.empty())
-    return RunTuneFrom(c, g, tune_from, budget, exhaustive, force, tune_flags.value_exact);
+    return RunTuneFrom(c, g, tune_from, budget, exhaustive, force, background,
+                       tune_flags.value_exact);
   if (tune->parsed() && force)
     return Usage("tune: --force goes with --from (a single tune always re-tunes)");
+  if (tune->parsed() && background)
+    return Usage("tune: --background goes with --from (a single tune is waited for)");
   if (tune->parsed()) {
     if (tune->get_option("--rows")->count() == 0 || tune->get_option("--cols")->count() == 0 ||
         tune->get_option("--dtype")->count() == 0)

@@ -70,6 +70,10 @@ struct TuneResult {
   bool incumbent_kept = false;  // TuneOptions::incumbent won again
   double tune_seconds = 0;
   int64_t tuned_at_unix_ms = 0;
+  // Non-empty: measured while the device was busy with other work, and the evidence ("device
+  // busy: utilization 97%, 1 other process; winner rel_spread 0.41"; server/polite.h). Such a
+  // result never replaces one measured on an idle device, and is measured again once idle.
+  std::string contention;
   // Where this process's tune spent its time (tuner/tuner.h); diagnostics, not stored or sent.
   TimeBreakdown breakdown;
 

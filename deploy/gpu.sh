@@ -14,7 +14,9 @@
 #                                   # torch (python/run_gpu.sh), the user-path benchmark
 #                                   # (python/bench/bench_user_path.sh: OUTDIR/user_path/user_path.md,
 #                                   # Python and C++ callers against the daemon's stored
-#                                   # figures, torch, host cost, hit latency); logs in OUTDIR/*, plus
+#                                   # figures, torch, host cost, hit latency), polite tuning
+#                                   # (python/bench/polite_gpu.sh: a torch job's bandwidth with and
+#                                   # without the daemon's background tunes); logs in OUTDIR/*, plus
 #                                   # OUTDIR/logs.tar.gz holding all of them, and the inputs of
 #                                   # docs/performance.md in OUTDIR/performance/<gpu>.json
 #                                   # (deploy/perf_report.py extract; copy them to
@@ -69,11 +71,13 @@ case "${1:-}" in
     bash python/run_gpu.sh "$BUNDLE" "$out/python" || status=1
     echo "==== user path: Python and C++ callers against the daemon's stored figures"
     bash python/bench/bench_user_path.sh "$BUNDLE" "$out/user_path" || status=1
+    echo "==== polite tuning: a job streaming memory beside the daemon's background tunes"
+    bash python/bench/polite_gpu.sh "$BUNDLE" "$out/polite" || status=1
     { echo "commit=$(cat "$BUNDLE/COMMIT" 2>/dev/null || echo not recorded)"
       echo "status=$([ $status -eq 0 ] && echo PASSED || echo FAILED)"
       date -u +"date=%Y-%m-%dT%H:%M:%SZ"
     } > "$out/run.txt"
-    tar -C "$out" -czf "$out/logs.tar.gz" run.txt kernels backend example python user_path
+    tar -C "$out" -czf "$out/logs.tar.gz" run.txt kernels backend example python user_path polite
     echo "==== docs/performance inputs: OUTDIR/performance/<gpu>.json (deploy/perf_report.py)"
     python3 deploy/perf_report.py extract "$out" --into "$out/performance" ||
       echo "perf_report: extraction failed (the run's status is unchanged)"

@@ -161,6 +161,7 @@ Status ValidateEntry(const TuneResult& r) {
         "100000, got tried " + std::to_string(r.tried) + ", valid " + std::to_string(r.valid));
   }
   TR_RETURN_IF_ERROR(CheckTime("answer.tune_seconds", r.tune_seconds, false));
+  TR_RETURN_IF_ERROR(CheckFieldLength("answer.contention", r.contention, kMaxMeasurementErrorBytes));
   if (r.tuned_at_unix_ms < 0)
     return Status::InvalidArgument("answer.tuned_at_unix_ms: must be >= 0, got " +
                                    std::to_string(r.tuned_at_unix_ms));

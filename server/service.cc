@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <utility>
 
@@ -120,6 +121,13 @@ struct TransposeService::Job {
   bool forced = false;              // from Tune: a fresh tune (no peer lookup)
   std::string lease;                // the shared store's class-wide lease it tunes under
   std::atomic<bool> cancel{false};  // passed to RunTune
+  // Nobody waits for it (polite.h) until a caller joins; a re-measurement of a result measured
+  // under contention; when it was queued (its wait for an idle window counts from then); why it
+  // was abandoned (device thread only).
+  std::atomic<bool> background{false};
+  bool remeasure = false;
+  std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
+  std::string abandoned;
 
   Mutex mu;  // after the service's mu_
   bool done GUARDED_BY(mu) = false;
@@ -162,12 +170,22 @@ StatusOr<std::unique_ptr<TransposeService>> TransposeService::Create(
                                   ") in the store: " + s.message());
     }
   }
+  // A busy node of a class asks the idle ones to tune (polite.h): this daemon's idle devices
+  // answer. The shared store is stopped by Shutdown(), before the service goes.
+  if (service->options_.shared != nullptr) {
+    TransposeService* self = service.get();
+    service->options_.shared->SetOnWanted(
+        [self](const std::string& cls, const Problem& problem) { self->OnWanted(cls, problem); });
+  }
   return service;
 }
 
 TransposeService::TransposeService(std::vector<std::unique_ptr<Backend>> backends, Store* store,
                                    ServiceOptions options)
-    : backends_(std::move(backends)), store_(store), options_(std::move(options)) {
+    : backends_(std::move(backends)),
+      store_(store),
+      options_(std::move(options)),
+      load_board_(backends_.size(), options_.polite) {
   for (size_t i = 0; i < backends_.size(); ++i) {
     DeviceInfo d = backends_[i]->device();
     d.index = static_cast<int>(i);
@@ -180,6 +198,7 @@ TransposeService::TransposeService(std::vector<std::unique_ptr<Backend>> backend
     queues_.resize(backends_.size());
     running_.resize(backends_.size());
     shared_waiting_.resize(backends_.size());
+    contended_.resize(backends_.size());
   }
   for (size_t i = 0; i < backends_.size(); ++i) wake_.push_back(std::make_unique<CondVar>());
   for (size_t i = 0; i < backends_.size(); ++i)
@@ -305,8 +324,10 @@ Status TransposeService::CheckQueueLocked(int device) const {
 std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int device,
                                                                        const Problem& problem,
                                                                        TuneOptions options,
-                                                                       bool forced) {
+                                                                       bool forced,
+                                                                       bool background) {
   auto job = std::make_shared<Job>();
+  job->background.store(background);
   job->device = device;
   job->problem = problem;
   job->key = fingerprints_[device] + "|" + problem.Key();
@@ -316,9 +337,19 @@ std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int devic
     // A miss asks the class first; the job goes on the device's queue only if it is to tune here
     // (OnSharedOutcome). Resolve() only queues: it never blocks under mu_.
     ++shared_waiting_[device];
-    options_.shared->Resolve(devices_[device], problem, [this, job](SharedOutcome outcome) {
-      OnSharedOutcome(job, std::move(outcome));
-    });
+    auto done = [this, job](SharedOutcome outcome) { OnSharedOutcome(job, std::move(outcome)); };
+    // A busy device asks the class's idle nodes first (polite.h); Get() takes only the board's
+    // own lock.
+    if (options_.polite.fleet_defer_seconds > 0 &&
+        load_board_.Get(device).state == LoadState::kBusy) {
+      spdlog::info("device={} problem={}: the device is busy; asking the class's idle nodes "
+                   "to tune it (waiting up to {:.0f} s)", device, problem.Key(),
+                   options_.polite.fleet_defer_seconds);
+      options_.shared->ResolveDeferred(devices_[device], problem,
+                                       options_.polite.fleet_defer_seconds, std::move(done));
+    } else {
+      options_.shared->Resolve(devices_[device], problem, std::move(done));
+    }
     return job;
   }
   queues_[device].push_back(job);
@@ -327,7 +358,8 @@ std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int devic
 }
 
 std::shared_ptr<TransposeService::Waiter> TransposeService::JoinLocked(
-    const std::shared_ptr<Job>& job, TuneProgressFn progress, AnswerFn done) {
+    const std::shared_ptr<Job>& job, TuneProgressFn progress, AnswerFn done, bool background) {
+  if (!background) job->background.store(false);  // a caller waits for it now
   auto waiter = std::make_shared<Waiter>(std::move(progress), std::move(done));
   MutexLock l(&job->mu);
   job->waiters.push_back(waiter);
@@ -445,12 +477,14 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
             options.budget_seconds = request.budget_seconds > 0 ? request.budget_seconds
                                                                 : options_.tune_budget_seconds;
             options.exhaustive = request.exhaustive;
-            job = EnqueueLocked(device, problem, std::move(options), /*forced=*/false);
+            job = EnqueueLocked(device, problem, std::move(options), /*forced=*/false,
+                                request.background);
             inflight_[key] = job;
           }
         }
       }
-      if (job) waiter = JoinLocked(job, std::move(progress), std::move(done));
+      if (job)
+        waiter = JoinLocked(job, std::move(progress), std::move(done), request.background);
     }
   }
   if (waiter) {
@@ -520,7 +554,8 @@ StatusOr<ConfigAnswer> TransposeService::AnswerNow(int device, const Problem& pr
       TuneOptions options = options_.tune;
       options.budget_seconds = options_.tune_budget_seconds;
       // Nobody waits for it: it runs to the end and is stored like any other tune.
-      inflight_[key] = EnqueueLocked(device, problem, std::move(options), /*forced=*/false);
+      inflight_[key] = EnqueueLocked(device, problem, std::move(options), /*forced=*/false,
+                                     /*background=*/true);
     }
   }
   return answer;
@@ -599,18 +634,165 @@ StatusOr<ConfigAnswer> TransposeService::Tune(const ForcedTuneRequest& request,
   return r->Take();
 }
 
+std::shared_ptr<TransposeService::Job> TransposeService::PopLocked(int device) {
+  auto& queue = queues_[device];
+  if (queue.empty()) return nullptr;
+  auto it = std::find_if(queue.begin(), queue.end(),
+                         [](const std::shared_ptr<Job>& j) { return !j->background.load(); });
+  if (it == queue.end()) it = queue.begin();
+  std::shared_ptr<Job> job = std::move(*it);
+  queue.erase(it);
+  return job;
+}
+
 void TransposeService::WorkerLoop(int device) {
+  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options_.polite.sample_interval_seconds));
+  std::chrono::steady_clock::time_point last_sample{};  // never
   while (true) {
     std::shared_ptr<Job> job;
+    bool sample_due = false;
     {
       MutexLock l(&mu_);
-      while (!shutdown_.load() && queues_[device].empty()) wake_[device]->Wait(&mu_);
-      if (queues_[device].empty()) return;  // shutting down, nothing left to run
-      job = std::move(queues_[device].front());
-      queues_[device].pop_front();
-      running_[device] = job;
+      // While idle, the device is sampled every interval (the busy signal stays current for
+      // ListDevices and the metrics, and an idle device re-measures contended results).
+      while (!shutdown_.load() && queues_[device].empty()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_sample >= interval) {
+          sample_due = true;
+          break;
+        }
+        wake_[device]->WaitFor(&mu_, last_sample + interval - now);
+      }
+      if (!sample_due) {
+        if (queues_[device].empty()) return;  // shutting down, nothing left to run
+        job = PopLocked(device);
+        running_[device] = job;
+      }
+    }
+    if (sample_due) {
+      last_sample = std::chrono::steady_clock::now();
+      const DeviceLoad load = load_board_.Sample(device, *backends_[device]);
+      if (load.state != LoadState::kBusy && options_.polite.remeasure_contended)
+        QueueRemeasure(device);
+      continue;
+    }
+    if (job->background.load() && options_.polite.duty_cycle <= 0 && !AwaitWindow(device, job)) {
+      if (job->abandoned.empty()) continue;  // back in the queue behind an urgent job
     }
     RunJob(device, job);  // clears running_[device] before it answers the waiters
+    last_sample = std::chrono::steady_clock::now();  // RunJob sampled the device
+  }
+}
+
+bool TransposeService::AwaitWindow(int device, const std::shared_ptr<Job>& job) {
+  bool counted = false;
+  bool run = false;
+  std::string last;
+  while (!shutdown_.load() && !job->cancel.load()) {
+    const DeviceLoad load = load_board_.Sample(device, *backends_[device]);
+    last = DescribeLoad(load.sample);
+    if (load.state != LoadState::kBusy || !job->background.load()) {
+      run = true;
+      break;
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                        job->queued_at).count();
+    if (waited >= options_.polite.max_wait_seconds) {
+      job->abandoned = "no idle window within " +
+                       std::to_string(static_cast<int>(options_.polite.max_wait_seconds)) +
+                       " s (--background-max-wait): the device stayed busy (" + last + ")";
+      break;
+    }
+    if (!counted) {
+      counted = true;
+      load_board_.AddWaiting(device, 1);
+      spdlog::info("tune deferred device={} problem={}: the device is busy ({})", device,
+                   job->problem.Key(), last);
+    }
+    MutexLock l(&mu_);
+    const bool urgent = std::any_of(queues_[device].begin(), queues_[device].end(),
+                                    [](const auto& j) { return !j->background.load(); });
+    if (urgent) {
+      // A caller waits for another tune: it goes first, this one waits on in the queue.
+      queues_[device].push_front(job);
+      running_[device].reset();
+      break;
+    }
+    wake_[device]->WaitFor(&mu_, std::chrono::duration<double>(
+                                     options_.polite.sample_interval_seconds));
+  }
+  if (counted) load_board_.AddWaiting(device, -1);
+  if (!job->abandoned.empty()) load_board_.RecordAbandoned(device, job->problem.Key(),
+                                                           job->abandoned);
+  // Shut down or cancelled: RunJob answers it so.
+  return run || shutdown_.load() || job->cancel.load() || !job->abandoned.empty();
+}
+
+void TransposeService::OnWanted(const std::string& cls, const Problem& problem) {
+  for (size_t d = 0; d < classes_.size(); ++d) {
+    if (classes_[d] != cls || load_board_.Get(static_cast<int>(d)).state != LoadState::kIdle)
+      continue;
+    MutexLock l(&mu_);
+    if (shutdown_.load() || !queues_[d].empty() || running_[d]) continue;  // busy with its own
+    const std::string key = fingerprints_[d] + "|" + problem.Key();
+    if (inflight_.count(key) != 0) return;
+    // Stored here already (before the shared store had it): the class gets it without a tune.
+    auto hit = answers_.LookupByClass(cls, problem);
+    if (hit.ok() && hit->has_value()) {
+      options_.shared->Publish(**hit, "");
+      return;
+    }
+    spdlog::info("tune for the class device={} problem={}: a busy node of the class asked for "
+                 "an idle one", d, problem.Key());
+    TuneOptions options = options_.tune;
+    options.budget_seconds = options_.tune_budget_seconds;
+    inflight_[key] = EnqueueLocked(static_cast<int>(d), problem, std::move(options),
+                                   /*forced=*/false, /*background=*/true);
+    return;
+  }
+}
+
+void TransposeService::NoteContended(int device, const Problem& problem,
+                                     const std::string& contention) {
+  MutexLock l(&mu_);
+  auto& set = contended_[device];
+  const std::string key = problem.Key();
+  if (contention.empty()) {
+    set.erase(key);
+    return;
+  }
+  if (set.size() >= kMaxContended && set.find(key) == set.end()) return;
+  set.emplace(key, std::make_pair(problem, 0));
+}
+
+void TransposeService::QueueRemeasure(int device) {
+  // Each contended result is measured again at most this many times per daemon run (a problem
+  // that measures noisy even on an idle device is not re-tuned forever).
+  constexpr int kMaxRemeasures = 2;
+  MutexLock l(&mu_);
+  if (shutdown_.load() || !queues_[device].empty() || running_[device]) return;
+  for (auto& [key, entry] : contended_[device]) {
+    auto& [problem, tries] = entry;
+    if (tries >= kMaxRemeasures) continue;
+    const std::string job_key = fingerprints_[device] + "|" + key;
+    if (inflight_.count(job_key) != 0) continue;
+    ++tries;
+    TuneOptions options = options_.tune;
+    options.budget_seconds = options_.tune_budget_seconds;
+    auto job = std::make_shared<Job>();
+    job->device = device;
+    job->problem = problem;
+    job->key = job_key;
+    job->options = std::move(options);
+    job->background.store(true);
+    job->remeasure = true;
+    job->forced = true;  // a fresh measurement here, never a peer's result
+    spdlog::info("re-measure queued device={} problem={}: its result was measured under "
+                 "contention (attempt {} of {})", device, key, tries, kMaxRemeasures);
+    inflight_[job_key] = job;
+    queues_[device].push_back(job);
+    return;  // one at a time
   }
 }
 
@@ -619,6 +801,9 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
   AnswerSource source = AnswerSource::kTuned;
   if (shutdown_.load()) {
     result = Status::Cancelled("the daemon is shutting down");
+  } else if (!job->abandoned.empty()) {
+    result = Status::Unavailable("problem: the background tune of " + job->problem.ToString() +
+                                 " was abandoned: " + job->abandoned);
   } else if (!job->cancel.load()) {
     const std::string key = job->problem.Key();
     // A miss asks the peers of the class first (never a forced tune: that asks for a fresh one).
@@ -646,8 +831,22 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       result = std::move(*from_peer);
     }
   }
-  if (source != AnswerSource::kPeer && !shutdown_.load() && !job->cancel.load()) {
+  if (source != AnswerSource::kPeer && !shutdown_.load() && !job->cancel.load() &&
+      job->abandoned.empty()) {
     const std::string key = job->problem.Key();
+    // The device's load right before the tune: a busy device makes a background tune polite
+    // (polite.h) and marks the result as measured under contention.
+    const DeviceLoad load_before = load_board_.Sample(device, *backends_[device]);
+    const bool busy_before = load_before.state == LoadState::kBusy;
+    std::optional<PoliteBackend> polite;
+    if (busy_before && job->background.load() && options_.polite.duty_cycle > 0) {
+      polite.emplace(backends_[device].get(), &load_board_, device, job->queued_at, &job->cancel,
+                     [job] { return !job->background.load(); });
+      load_board_.AddWaiting(device, 1);
+      spdlog::info("tune throttled device={} problem={}: the device is busy ({}); at most {:.0f}% "
+                   "of its time until it is idle", device, key, DescribeLoad(load_before.sample),
+                   options_.polite.duty_cycle * 100);
+    }
     tunes_started_.fetch_add(1);
     if (options_.observer != nullptr) options_.observer->OnTuneStarted(device);
     spdlog::info("tune start device={} problem={}", device, key);
@@ -669,19 +868,67 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
     };
     // A re-tune starts from the cached winner: it stays unless beaten side by side.
     TuneOptions options = job->options;
+    std::string previous_contention;
+    bool has_previous = false;
     if (auto previous = store_->Lookup(fingerprints_[device], job->problem);
         previous.ok() && previous->has_value()) {
       options.incumbent = (*previous)->best.name;
+      previous_contention = (*previous)->contention;
+      has_previous = true;
     }
-    result = RunTune(*backends_[device], job->problem, options, on_progress, &job->cancel);
+    if (polite) {
+      // Its budget is of device time: the wall time it may take grows as its share shrinks,
+      // bounded by the wait for an idle window.
+      options.budget_seconds = std::min(options.budget_seconds / options_.polite.duty_cycle,
+                                        options_.polite.max_wait_seconds);
+      result = RunTune(*polite, job->problem, options, on_progress, &job->cancel);
+      load_board_.AddWaiting(device, -1);
+      if (!polite->abandoned().empty()) {
+        job->abandoned = polite->abandoned();
+        load_board_.RecordAbandoned(device, key, job->abandoned);
+        result = Status::Unavailable("problem: the background tune of " +
+                                     job->problem.ToString() + " was abandoned: " +
+                                     job->abandoned);
+      }
+    } else {
+      result = RunTune(*backends_[device], job->problem, options, on_progress, &job->cancel);
+    }
+    load_board_.MarkOwnWork(device);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (result.ok()) {
       result->device = devices_[device];
+      // Measured under contention: the device was busy when it began, or its own measurements
+      // say so. Such a result never replaces one measured on an idle device. Not on the CPU
+      // backend: its host is shared by design, and its spreads say nothing of a job's GPU.
+      const bool gpu = devices_[device].backend != "cpu";
+      const std::string evidence = gpu ? ContentionOf(*result) : "";
+      std::string contention = evidence;
+      if (busy_before) {
+        const std::string why = load_before.sample.utilization_percent >= 0
+                                    ? DescribeLoad(load_before.sample)
+                                    : "the last tune showed " + load_before.tune_contention;
+        contention = "device busy: " + why + (contention.empty() ? "" : "; " + contention);
+      }
+      if (polite && polite->throttled()) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "; throttled to %.0f%% of the device",
+                      options_.polite.duty_cycle * 100);
+        contention += buf;
+      }
+      result->contention = contention;
+      load_board_.RecordTune(device, evidence);
+      const bool downgrade = !contention.empty() && has_previous && previous_contention.empty();
       // A read-only database (said once at start): the answer is served, not stored.
       const auto store_start = std::chrono::steady_clock::now();
-      const bool writable = store_->read_only().empty();
+      const bool writable = store_->read_only().empty() && !downgrade;
       Status saved = writable ? store_->SaveTune(*result) : Status::OK();
+      if (downgrade) {
+        spdlog::info("tune device={} problem={}: measured under contention ({}); the stored "
+                     "result, measured on an idle device, is kept", device, key, contention);
+      } else if (writable && saved.ok()) {
+        NoteContended(device, job->problem, contention);
+      }
       // Before the tune leaves inflight_: a request that then misses it reads the store.
       answers_.Invalidate();
       result->breakdown.Add("daemon.store", std::chrono::duration<double>(
@@ -695,11 +942,12 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       tunes_completed_.fetch_add(1);
       spdlog::info(
           "tune done device={} problem={} variant={} gbps={:.2f} ceiling_gbps={:.2f} "
-          "seconds={:.3f} tried={} of={} valid={} previous={} previous_kept={} stored={}",
+          "seconds={:.3f} tried={} of={} valid={} previous={} previous_kept={} stored={}{}",
           device, key, result->best.name, result->gbps(), result->ceiling_gbps(),
           result->tune_seconds, result->tried, result->total, result->valid,
           options.incumbent.empty() ? "-" : options.incumbent, result->incumbent_kept,
-          writable && saved.ok() ? "yes" : "no");
+          writable && saved.ok() ? "yes" : "no",
+          contention.empty() ? "" : " contention=\"" + contention + "\"");
       spdlog::debug("tune breakdown device={} problem={} {}", device, key,
                     result->breakdown.ToString());
     } else {

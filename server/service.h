@@ -42,6 +42,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "server/answer_cache.h"
+#include "server/polite.h"
 #include "server/shared_flight.h"
 #include "server/store.h"
 #include "tuner/backend.h"
@@ -72,6 +73,9 @@ struct ConfigRequest {
   // A cache hit is answered with ConfigAnswer::stored, the answer cache's own entry, instead of
   // a copy in `result` (the gRPC GetConfig, which keeps each hit's encoded answer).
   bool shared_hit = false;
+  // The caller waits for the answer but not urgently (TuneMany from a job's prolog that asked
+  // for background): the tune a miss starts is polite (server/polite.h) as an ANSWER_NOW one.
+  bool background = false;
 };
 
 // The longest budget a Tune request may ask for (a tune holds its device for that long).
@@ -160,6 +164,8 @@ struct ServiceOptions {
   // here; another node's lease waits for its result without a device slot. Every tune's winner
   // is offered to it. Must outlive the service; Shutdown() stops it.
   SharedFlight* shared = nullptr;
+  // The busy signal and how background tunes yield to other work on the device (polite.h).
+  PoliteOptions polite;
 };
 
 // ListEntries pages: page_size 0 means kDefaultPageSize; larger than kMaxPageSize is cut to it.
@@ -250,6 +256,8 @@ class TransposeService {
 
   // The daemon's devices, index = position.
   std::vector<DeviceInfo> ListDevices() const;
+  // Their busy signals (server/polite.h), index = device.
+  std::vector<DeviceLoad> DeviceLoads() const { return load_board_.All(); }
   // Stored entries matching the query, newest first (limit 0 = all). result.device.index is the
   // live index of the entry's device, or -1 for a device this daemon does not have.
   StatusOr<std::vector<TuneResult>> ListEntries(const EntryQuery& query, bool include_candidates,
@@ -306,11 +314,28 @@ class TransposeService {
   // RESOURCE_EXHAUSTED with a retry hint when the device's queue is full.
   Status CheckQueueLocked(int device) const REQUIRES(mu_);
   // Creates and enqueues a job.
+  // background: nobody waits for it now (an ANSWER_NOW miss, a re-measurement, a background
+  // TuneMany): polite on a busy device until a caller joins (polite.h).
   std::shared_ptr<Job> EnqueueLocked(int device, const Problem& problem, TuneOptions options,
-                                     bool forced) REQUIRES(mu_);
+                                     bool forced, bool background = false) REQUIRES(mu_);
   // Adds a waiter to a job that is not done (mu_ held, so the job cannot finish meanwhile).
+  // A waiter that is not `background` makes the job urgent (no longer polite).
   std::shared_ptr<Waiter> JoinLocked(const std::shared_ptr<Job>& job, TuneProgressFn progress,
-                                     AnswerFn done) REQUIRES(mu_);
+                                     AnswerFn done, bool background = false) REQUIRES(mu_);
+  // The next job of a device's queue (mu_ held): the first one a caller waits for, else the
+  // first; null when empty.
+  std::shared_ptr<Job> PopLocked(int device) REQUIRES(mu_);
+  // A background job on a busy device with duty_cycle 0: waits for an idle window. true: run it
+  // now; false: it went back to the queue (an urgent job came) or was abandoned (job->abandoned).
+  bool AwaitWindow(int device, const std::shared_ptr<Job>& job) EXCLUDES(mu_);
+  // On an idle device thread: queues the re-measurement of one result measured under contention.
+  void QueueRemeasure(int device) EXCLUDES(mu_);
+  // The shared store heard a busy node of class `cls` ask for an idle node to tune `problem`:
+  // an idle device of the class with nothing queued takes it (on the store's thread).
+  void OnWanted(const std::string& cls, const Problem& problem) EXCLUDES(mu_);
+  // Records a result's contention for QueueRemeasure (bounded), or forgets it when empty.
+  void NoteContended(int device, const Problem& problem, const std::string& contention)
+      EXCLUDES(mu_);
   void WorkerLoop(int device) EXCLUDES(mu_);
   void RunJob(int device, const std::shared_ptr<Job>& job) EXCLUDES(mu_);
   // The shared store's answer to a job's miss (on its thread): a result answers the job, a lease
@@ -347,6 +372,11 @@ class TransposeService {
   std::vector<std::shared_ptr<Job>> running_ GUARDED_BY(mu_);
   // Per device: misses waiting for the shared store (counted against --max-queued-tunes).
   std::vector<int> shared_waiting_ GUARDED_BY(mu_);
+  // Per device: problems whose stored result was measured under contention, to measure again
+  // when idle (at most kMaxContended each), with the re-measurements queued so far.
+  static constexpr size_t kMaxContended = 1024;
+  std::vector<std::map<std::string, std::pair<Problem, int>>> contended_ GUARDED_BY(mu_);
+  LoadBoard load_board_;
   std::vector<std::unique_ptr<CondVar>> wake_;  // one per device, on mu_
   std::vector<std::thread> threads_;            // one per device
   Mutex join_mu_;                               // serialises Shutdown's joins

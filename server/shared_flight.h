@@ -12,6 +12,10 @@
 // While another node of the class holds the lease, Resolve() answers nothing: it waits for that
 // node's result (or for its lease to expire, then takes it over), without any thread per waiting
 // request. Resolve() never blocks its caller; it may be called with the service's lock held.
+// A device busy with other work (server/polite.h) asks with ResolveDeferred(): when the class
+// has neither a result nor a lease holder, it asks the class for an idle node to tune the
+// problem (the nodes hear it through SetOnWanted's callback, and an idle one resolves it, takes
+// the lease and tunes), and waits for that result before it takes the lease itself.
 //
 // Thread-safety: every method may be called from any thread at once. `done` runs on the
 // implementation's thread without any of its locks held.
@@ -43,6 +47,17 @@ class SharedFlight {
   // Finds the shared result of `problem` for `device`'s class, or the lease to tune it.
   // `done` is called exactly once, unless Stop() comes first.
   virtual void Resolve(const DeviceInfo& device, const Problem& problem, SharedResolveFn done) = 0;
+  // As Resolve, for a busy device: asks the class's idle nodes first and waits up to
+  // `defer_seconds` for their result before taking the lease. The default: Resolve.
+  virtual void ResolveDeferred(const DeviceInfo& device, const Problem& problem,
+                               double defer_seconds, SharedResolveFn done) {
+    (void)defer_seconds;
+    Resolve(device, problem, std::move(done));
+  }
+  // Whom to tell (on the implementation's thread, no lock held; quick) when a node of
+  // `device_class` asks for an idle node to tune `problem`. Set once, before any Resolve.
+  using WantedFn = std::function<void(const std::string& device_class, const Problem& problem)>;
+  virtual void SetOnWanted(WantedFn fn) { (void)fn; }
   // Offers a tuned winner (result.device: the instance that measured it) to the class: stored
   // only when faster than the stored one (never a downgrade); the lease, if this daemon holds
   // it, is released and the class's waiting nodes are told. Asynchronous; never blocks.

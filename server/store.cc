@@ -115,6 +115,12 @@ PRAGMA user_version = 2;
 ALTER TABLE entries ADD COLUMN exactness TEXT NOT NULL DEFAULT 'bit';
 PRAGMA user_version = 3;
 )sql",
+    // 3 -> 4: results measured under contention (TuneResult::contention; server/polite.h). Every
+    // entry of an older file is taken as measured on an idle device.
+    R"sql(
+ALTER TABLE entries ADD COLUMN contention TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 4;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVersion,
               "one migration step per schema version");
@@ -123,8 +129,8 @@ constexpr int kBusyTimeoutMs = 5000;
 // Reads wait at most this long for a lock (in WAL mode only a checkpoint or an exclusive lock
 // held elsewhere makes them wait at all); then UNAVAILABLE.
 constexpr int kReadBusyTimeoutMs = 250;
-#define TRANSPOSED_SCHEMA_VERSION_TEXT "3"
-static_assert(Store::kSchemaVersion == 3, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
+#define TRANSPOSED_SCHEMA_VERSION_TEXT "4"
+static_assert(Store::kSchemaVersion == 4, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -532,6 +538,7 @@ const std::vector<Column<TuneResult>>& EntryColumns() {
     c->push_back(
         FieldColumn<T>("tuned_at_unix_ms", [](auto& r) -> auto& { return r.tuned_at_unix_ms; }));
     c->push_back(FieldColumn<T>("origin", [](auto& r) -> auto& { return r.origin; }));
+    c->push_back(FieldColumn<T>("contention", [](auto& r) -> auto& { return r.contention; }));
     // Normalized, as in problem_key: value-exact only where the dtype tells it apart.
     c->push_back(Column<T>{
         "exactness",

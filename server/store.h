@@ -74,7 +74,7 @@ struct StoreVersion {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens (creating if needed) and migrates the database at `path`. ":memory:" works for tests.
   // FAILED_PRECONDITION if the file's schema is newer than this build knows. A file restored

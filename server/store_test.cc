@@ -220,7 +220,7 @@ TEST_F(StoreTest, OpenCreatesSchemaWithUserVersionAndWal) {
   ASSERT_NE(store, nullptr);
   RawDb raw(path_);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
-  EXPECT_EQ(Store::kSchemaVersion, 3);
+  EXPECT_EQ(Store::kSchemaVersion, 4);
   EXPECT_EQ(raw.Text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                     "('devices', 'entries', 'candidates')"),
@@ -382,7 +382,7 @@ TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
     RawDb raw(path_);
     raw.Exec("DROP INDEX devices_device_class; ALTER TABLE devices DROP COLUMN device_class; "
              "ALTER TABLE entries DROP COLUMN origin; ALTER TABLE entries DROP COLUMN exactness; "
-             "PRAGMA user_version = 1;");
+             "ALTER TABLE entries DROP COLUMN contention; PRAGMA user_version = 1;");
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
@@ -398,6 +398,37 @@ TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
   EXPECT_EQ((*hit)->best.name, "v.old");
 }
 
+TEST_F(StoreTest, MigratesAVersion3DatabaseToContention) {
+  const Problem p = MakeProblem(512, 256);
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-old"), p, "v.old", 1000)).ok());
+  }
+  {
+    // Back to schema version 3, as the previous build left it.
+    RawDb raw(path_);
+    raw.Exec("ALTER TABLE entries DROP COLUMN contention; PRAGMA user_version = 3;");
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  {
+    RawDb raw(path_);
+    EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
+    EXPECT_EQ(raw.Text("SELECT contention FROM entries"), "");  // taken as measured idle
+  }
+  // A result measured under contention keeps its mark through the store.
+  TuneResult busy = MakeResult(MakeDevice("GPU-old"), MakeProblem(256, 512), "v.busy", 2000);
+  busy.contention = "device busy: utilization 97%, 1 other process";
+  ASSERT_TRUE(store->SaveTune(busy).ok());
+  auto back = store->Lookup(busy.device.Fingerprint(), busy.problem);
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ((*back)->contention, busy.contention);
+  auto old = store->Lookup(busy.device.Fingerprint(), p);
+  ASSERT_TRUE(old.ok() && old->has_value());
+  EXPECT_EQ((*old)->contention, "");
+}
+
 TEST_F(StoreTest, MigratesAVersion2DatabaseToExactness) {
   const Problem p = MakeProblem(512, 256);
   {
@@ -408,13 +439,14 @@ TEST_F(StoreTest, MigratesAVersion2DatabaseToExactness) {
   {
     // Back to schema version 2, as the previous build left it.
     RawDb raw(path_);
-    raw.Exec("ALTER TABLE entries DROP COLUMN exactness; PRAGMA user_version = 2;");
+    raw.Exec("ALTER TABLE entries DROP COLUMN exactness; ALTER TABLE entries DROP COLUMN "
+             "contention; PRAGMA user_version = 2;");
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   {
     RawDb raw(path_);
-    EXPECT_EQ(raw.Int("PRAGMA user_version"), 3);
+    EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
     EXPECT_EQ(raw.Text("SELECT exactness FROM entries"), "bit");
   }
   // The old entry answers the bit-exact problem, and only it.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/device_load.h"
 #include "core/measurement.h"
 #include "core/problem.h"
 #include "core/status.h"
@@ -51,6 +52,15 @@ class Backend {
   virtual std::vector<Candidate> Candidates(const Problem& p) const = 0;
   // Allocates and fills buffers for `p`. RESOURCE_EXHAUSTED when it does not fit.
   virtual StatusOr<std::unique_ptr<Session>> Open(const Problem& p) = 0;
+  // How busy the device is with work other than the daemon's tunes (core/device_load.h). The
+  // daemon's device thread asks between measurements (an out-of-process backend asks its worker,
+  // which then runs nothing else). Never an error: a sample without a source says why; that is
+  // the default, for backends that have no source.
+  virtual LoadSample SampleLoad() {
+    LoadSample s;
+    s.detail = "the " + device().backend + " backend has no load source";
+    return s;
+  }
 
   // Measuring worker processes restarted after they died (the daemon's metrics read it at scrape
   // time, lock-free). An out-of-process backend calls CountWorkerRestart() for each restart.

@@ -2,6 +2,8 @@
 TRANSPOSED_SERVER), and the C ABI's host-side checks through ctypes. No GPU needed."""
 import os
 import statistics
+import subprocess
+import tempfile
 import time
 import unittest
 
@@ -203,6 +205,40 @@ class ClientTest(unittest.TestCase):
                     time.sleep(0.05)
             self.assertEqual(self.c.get_config(rows, cols, "i16", policy="answer_now").source,
                              pb.SOURCE_CACHE)
+
+    def test_recorded_problems_round_trip_through_tune_from(self):
+        # A job's run: the problems it asks for are recorded (here cache_only misses: nothing
+        # is tuned by asking), written in tune --from's format, pre-tuned by the next run's
+        # prolog (the real transposectl), and then hit.
+        transposectl = os.environ.get("TRANSPOSECTL")
+        if not transposectl:
+            self.skipTest("TRANSPOSECTL is not set")
+        asked = [dict(rows=61, cols=47, dtype="f32"), dict(rows=53, cols=41, dtype="u8", batch=3),
+                 dict(rows=43, cols=37, dtype="f64", value_exact=True),
+                 dict(rows=29, cols=31, dtype="i16", ld_in=40)]
+        for p in asked:
+            with self.assertRaises(transposed.Error) as e:
+                self.c.get_config(policy="cache_only", **p)
+            self.assertEqual(e.exception.code, "NOT_FOUND")
+        recorded = transposed.recorded_problems()
+        for p in asked:
+            expected = transposed.problem(**p)
+            expected.ClearField("device")  # recorded without: the next run's device is its own
+            self.assertIn(expected, recorded)
+        with tempfile.TemporaryDirectory() as d:
+            shapes = os.path.join(d, "shapes.txt")
+            n = transposed.write_recorded_problems(shapes)
+            self.assertEqual(n, len(recorded))
+            with open(shapes, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+            self.assertIn("61 47 f32", lines)
+            self.assertIn("53 41 u8 3", lines)
+            run = subprocess.run([transposectl, "--server", os.environ["TRANSPOSED_SERVER"],
+                                  "tune", "--from", shapes, "--background"],
+                                 capture_output=True, text=True, timeout=240)
+            self.assertEqual(run.returncode, 0, run.stderr)
+        for p in asked:
+            self.assertEqual(self.c.get_config(policy="cache_only", **p).source, pb.SOURCE_CACHE)
 
     def test_unreachable_daemon_is_unavailable(self):
         with transposed.Client("127.0.0.1:1", timeout=5) as c:

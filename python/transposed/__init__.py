@@ -7,6 +7,8 @@ kernels it tuned.
     for p in c.tune(4096, 4096, "f32"): ...      # progress of a re-tune, then the answer
     for m in c.tune_many([(4096, 4096, "f32"), (1024, 8192, "bf16")]): ...  # pre-tune a list
     c.devices(); c.list(dtype="f32"); c.delete(rows=4096, cols=4096)
+    transposed.write_recorded_problems("shapes.txt")  # what this process asked for, for the
+                                                       # next run's `transposectl tune --from`
     y = transposed.transpose(x)                  # x: a CUDA torch/CuPy/CAI/DLPack array
     y = transposed.contiguous_t(x)               # drop-in for x.transpose(-2, -1).contiguous()
 
@@ -15,8 +17,9 @@ With PyTorch installed, transposed.transpose is also the custom op torch.ops.tra
 """
 import importlib.util as _importlib_util
 
-from transposed.client import (DEFAULT_ADDRESS, MAX_TUNE_MANY_PROBLEMS, POLICIES, Client, Error,
-                               device_selector, problem)
+from transposed.client import (DEFAULT_ADDRESS, MAX_RECORDED_PROBLEMS, MAX_TUNE_MANY_PROBLEMS,
+                               POLICIES, Client, Error, device_selector, problem,
+                               recorded_problems, write_recorded_problems)
 from transposed import _launch
 from transposed._launch import (REFRESH_SECONDS, check, clear_cache, config_for, load_library,
                                 transpose)
@@ -42,4 +45,5 @@ __version__ = "0.1.0"
 
 __all__ = ["Client", "Error", "transpose", "contiguous_t", "check", "load_library", "clear_cache",
            "config_for", "problem", "device_selector", "pb", "POLICIES", "DEFAULT_ADDRESS",
-           "REFRESH_SECONDS", "MAX_TUNE_MANY_PROBLEMS"]
+           "REFRESH_SECONDS", "MAX_TUNE_MANY_PROBLEMS", "MAX_RECORDED_PROBLEMS",
+           "recorded_problems", "write_recorded_problems"]

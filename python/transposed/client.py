@@ -6,8 +6,15 @@ transposed.Error with the gRPC status code name and the daemon's message. The co
 are transposectl's: the address ($TRANSPOSED_SERVER), the admin token (token_file,
 $TRANSPOSED_TOKEN_FILE; or token), TLS (tls, tls_ca) and mutual TLS (tls_cert, tls_key),
 tls_server_name. A Client may be shared between threads (grpc channels are thread-safe).
+
+Every problem a Client asks GetConfig for and the daemon accepts (answered, or a cache-only miss;
+and so every transpose / contiguous_t of this process) is recorded, at most MAX_RECORDED_PROBLEMS distinct ones: recorded_problems() lists them and
+write_recorded_problems() writes them in `transposectl tune --from`'s format, so that the next
+run of the job pre-tunes them in its prolog (docs/user/polite.md).
 """
+import json
 import os
+import threading
 
 import grpc
 
@@ -25,6 +32,64 @@ POLICIES = {
 }
 if hasattr(pb, "ANSWER_NOW"):
     POLICIES["answer_now"] = pb.ANSWER_NOW
+
+# The most distinct problems recorded per process (later new ones are not recorded).
+MAX_RECORDED_PROBLEMS = 4096
+_recorded_lock = threading.Lock()
+_recorded = {}  # serialized Problem (no device selector) -> Problem, in first-asked order
+
+
+def _record(p):
+    q = pb.Problem()
+    q.CopyFrom(p)
+    q.ClearField("device")  # the next run's device is its own
+    key = q.SerializeToString(deterministic=True)
+    with _recorded_lock:
+        if key not in _recorded and len(_recorded) < MAX_RECORDED_PROBLEMS:
+            _recorded[key] = q
+
+
+def recorded_problems():
+    """The distinct problems this process asked the daemon for (Client.get_config, and so
+    transpose and contiguous_t), in first-asked order, as transposed.v1.Problem messages without
+    their device selector; at most MAX_RECORDED_PROBLEMS."""
+    with _recorded_lock:
+        out = []
+        for q in _recorded.values():
+            c = pb.Problem()
+            c.CopyFrom(q)
+            out.append(c)
+        return out
+
+
+def _from_line(p):
+    """One line of `transposectl tune --from`: "ROWS COLS DTYPE [BATCH]", or the Problem as
+    JSON when it has leading dimensions or asks for value-exact answers."""
+    if p.ld_in == 0 and p.ld_out == 0 and p.exactness == pb.EXACTNESS_BIT:
+        return f"{p.rows} {p.cols} {p.dtype}" + (f" {p.batch}" if p.HasField("batch") else "")
+    d = {"rows": p.rows, "cols": p.cols, "dtype": p.dtype}
+    if p.HasField("batch"):
+        d["batch"] = p.batch
+    if p.ld_in:
+        d["ld_in"] = p.ld_in
+    if p.ld_out:
+        d["ld_out"] = p.ld_out
+    if p.exactness != pb.EXACTNESS_BIT:
+        d["exactness"] = pb.Exactness.Name(p.exactness)
+    return json.dumps(d, separators=(",", ":"))
+
+
+def write_recorded_problems(path):
+    """Writes recorded_problems() to `path` (a file name, or a file object opened for text) in
+    `transposectl tune --from`'s format, one problem a line; returns how many."""
+    problems = recorded_problems()
+    text = "".join(_from_line(p) + "\n" for p in problems)
+    if hasattr(path, "write"):
+        path.write(text)
+    else:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return len(problems)
 
 
 class Error(RuntimeError):
@@ -189,7 +254,15 @@ class Client:
         req = pb.GetConfigRequest(problem=problem(rows, cols, dtype, batch, ld_in, ld_out, device,
                                                   value_exact),
                                   policy=_policy(policy))
-        return self._call(self._stub.GetConfig, req, timeout)
+        try:
+            answer = self._call(self._stub.GetConfig, req, timeout)
+        except Error as e:
+            # A cache-only miss is a problem the job uses; a refused one (a bad shape) is not.
+            if e.code == "NOT_FOUND":
+                _record(req.problem)
+            raise
+        _record(req.problem)
+        return answer
 
     def tune(self, rows, cols, dtype, batch=1, ld_in=0, ld_out=0, device=None,
              budget_seconds=0.0, exhaustive=False, timeout=None, value_exact=False):
@@ -207,10 +280,11 @@ class Client:
             raise _error(e) from None
 
     def tune_many(self, problems, budget_seconds=0.0, exhaustive=False, force=False,
-                  timeout=None):
+                  timeout=None, background=False):
         """Pre-tunes a list of problems (a job's prolog; at most MAX_TUNE_MANY_PROBLEMS per call)
         through the TuneMany RPC: cached ones are skipped, the others tuned one after the other
-        (force=True re-tunes them all; admin, as tune()). problems: transposed.v1.Problem
+        (force=True re-tunes them all; admin, as tune()); background=True tunes politely, yielding
+        to other work on a busy GPU (docs/user/polite.md). problems: transposed.v1.Problem
         messages, dicts of problem()'s arguments, or tuples (rows, cols, dtype[, batch]).
 
         An iterator of transposed.v1.TuneManyProgress, in the list's order: per problem
@@ -222,6 +296,8 @@ class Client:
         """
         req = pb.TuneManyRequest(budget_seconds=float(budget_seconds), exhaustive=bool(exhaustive),
                                  force=bool(force))
+        if background:
+            req.background = True
         for i, p in enumerate(problems):
             if isinstance(p, pb.Problem):
                 req.problems.append(p)

@@ -64,6 +64,7 @@ struct Flags {
   bool metrics_entry_ratios = false;
   transposed::SecurityOptions security;
   int max_queued_tunes = 8;
+  transposed::PoliteOptions polite;
   int max_streams_per_connection = 64;
   int max_calls_per_client = 128;
   int max_calls = 2048;
@@ -269,6 +270,40 @@ int main(int argc, char** argv) {
                  "tunes that may wait per device; more are refused with RESOURCE_EXHAUSTED")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  // Polite tuning (server/polite.h; docs/user/polite.md).
+  app.add_option("--busy-utilization", flags.polite.busy_utilization_percent,
+                 "a device is busy while its utilization (NVML) is at least this percent and "
+                 "another process holds it")
+      ->check(CLI::Range(1.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--background-duty-cycle", flags.polite.duty_cycle,
+                 "share of a busy device's time a background tune (ANSWER_NOW, TuneMany "
+                 "background) may take; 0: it waits for an idle window")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--background-max-wait", flags.polite.max_wait_seconds,
+                 "seconds a background tune may wait for an idle window (or run throttled) "
+                 "before it is abandoned")
+      ->check(CLI::Range(1.0, 604800.0))
+      ->capture_default_str();
+  app.add_option("--load-sample-interval", flags.polite.sample_interval_seconds,
+                 "seconds between samples of a device's load while it idles, waits or throttles")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  app.add_option("--fleet-defer", flags.polite.fleet_defer_seconds,
+                 "with --shared-store: seconds a miss on a busy device waits for an idle node of "
+                 "its class to tune it before tuning here (0: never asks)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--load-settle", flags.polite.settle_seconds,
+                 "a busy sample taken this soon after the daemon's own work on the device is "
+                 "taken again once this has passed (the driver counts that work for a while)")
+      ->check(CLI::Range(0.0, 60.0))
+      ->capture_default_str();
+  app.add_option("--remeasure-contended", flags.polite.remeasure_contended,
+                 "measure results that were measured under contention again once the device "
+                 "is idle")
+      ->capture_default_str();
   app.add_option("--max-streams-per-connection", flags.max_streams_per_connection,
                  "concurrent calls one client connection may have open; more wait in the client "
                  "for a free stream (HTTP/2 MAX_CONCURRENT_STREAMS), none is refused")
@@ -451,6 +486,11 @@ int main(int argc, char** argv) {
   options.tune_budget_seconds = flags.tune_budget;
   options.observer = &metrics;
   options.max_queued_tunes = flags.max_queued_tunes;
+  if (transposed::Status s = transposed::CheckPoliteOptions(flags.polite); !s.ok()) {
+    std::fprintf(stderr, "transposed: %s\n", s.message().c_str());
+    return 2;
+  }
+  options.polite = flags.polite;
   std::unique_ptr<transposed::PeerSet> peers;
   if (flags.peers.empty() && !(flags.peer_tls_ca + flags.peer_tls_cert + flags.peer_tls_key +
                                flags.peer_tls_server_name)

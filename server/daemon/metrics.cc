@@ -84,6 +84,7 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
       restarts.metric.push_back(std::move(m));
     }
     out.push_back(std::move(restarts));
+    AddLoads(service_->DeviceLoads(), &out);
 
     // One series per cached problem: only when asked for (--metrics-entry-ratios), capped.
     if (store_ != nullptr && entry_ratios_) {
@@ -141,6 +142,64 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
   }
 
  private:
+  // The busy signal of every device (server/polite.h): its state (one series per state, 1 for
+  // the current one), the sampled utilization and other processes (absent when not known),
+  // and the background tunes waiting and abandoned.
+  void AddLoads(const std::vector<DeviceLoad>& loads,
+                std::vector<prometheus::MetricFamily>* out) const {
+    prometheus::MetricFamily state{"transposed_device_load_state",
+                                   "1 for the device's current busy state (state: busy, idle, "
+                                   "unknown), 0 for the others",
+                                   prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily util{"transposed_device_utilization_percent",
+                                  "The device's utilization as its worker last sampled it (NVML; "
+                                  "absent without a source)",
+                                  prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily others{"transposed_device_other_processes",
+                                    "Compute processes on the device besides the daemon's worker "
+                                    "(NVML; absent without a source)",
+                                    prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily waiting{"transposed_background_tunes_waiting",
+                                     "Background tunes deferred or throttled now because the "
+                                     "device is busy",
+                                     prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily abandoned{"transposed_background_tunes_abandoned_total",
+                                       "Background tunes abandoned because no idle window came "
+                                       "within --background-max-wait",
+                                       prometheus::MetricType::Counter, {}};
+    for (size_t d = 0; d < loads.size(); ++d) {
+      const DeviceLoad& l = loads[d];
+      for (LoadState s : {LoadState::kBusy, LoadState::kIdle, LoadState::kUnknown}) {
+        prometheus::ClientMetric m;
+        m.label = Labels(d);
+        m.label.push_back(L("state", std::string(LoadStateName(s))));
+        m.gauge.value = l.state == s ? 1 : 0;
+        state.metric.push_back(std::move(m));
+      }
+      if (l.sample.utilization_percent >= 0) {
+        prometheus::ClientMetric m;
+        m.label = Labels(d);
+        m.gauge.value = l.sample.utilization_percent;
+        util.metric.push_back(std::move(m));
+      }
+      if (l.sample.other_processes >= 0) {
+        prometheus::ClientMetric m;
+        m.label = Labels(d);
+        m.gauge.value = l.sample.other_processes;
+        others.metric.push_back(std::move(m));
+      }
+      prometheus::ClientMetric w;
+      w.label = Labels(d);
+      w.gauge.value = l.background_waiting;
+      waiting.metric.push_back(std::move(w));
+      prometheus::ClientMetric a;
+      a.label = Labels(d);
+      a.counter.value = static_cast<double>(l.background_abandoned);
+      abandoned.metric.push_back(std::move(a));
+    }
+    for (auto* f : {&state, &util, &others, &waiting, &abandoned}) out->push_back(std::move(*f));
+  }
+
   // The dcgm-exporter labels of device d (none beyond `device` for an index not known).
   std::vector<prometheus::ClientMetric::Label> Labels(size_t d) const {
     std::vector<prometheus::ClientMetric::Label> out;
@@ -181,6 +240,9 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
         {"dropped", {c.dropped, "Writes lost to an unavailable shared store"}},
         {"leases_lost", {c.leases_lost, "Leases that expired while this daemon tuned"}},
         {"notifications", {c.notifications, "Messages received on the subscription"}},
+        {"wants", {c.wants, "Misses of a busy device that asked the class's idle nodes to tune "
+                            "first (docs/user/polite.md)"}},
+        {"wanted", {c.wanted, "Asks for an idle node to tune, heard from the class"}},
     };
     for (const auto& [name, value] : counters) {
       prometheus::MetricFamily f{std::string("transposed_shared_store_") + name + "_total",

@@ -38,7 +38,10 @@ class FleetFlight::Worker {
         lease_(Ms(opts_.lease_seconds)),
         timeout_(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(opts_.store.timeout_seconds))) {
-    for (const auto& [lib, cls] : opts_.classes) channels_.push_back(SharedChannelFor(lib, cls));
+    for (const auto& [lib, cls] : opts_.classes) {
+      channels_.push_back(SharedChannelFor(lib, cls));
+      class_of_channel_[channels_.back()] = cls;
+    }
     std::random_device rd;
     token_base_ = opts_.owner + "/" + std::to_string(rd()) + std::to_string(rd());
   }
@@ -70,6 +73,10 @@ class FleetFlight::Worker {
     Clock::time_point next_check;
     bool skip_value = false;  // the stored value was refused: go past it to the lease
     std::string refused_median;
+    // ResolveDeferred (a busy device): until then it asks the class's idle nodes (once) instead
+    // of taking the free lease.
+    Clock::time_point defer_until{};
+    bool want_sent = false;
   };
   struct Held {
     SharedKeys keys;
@@ -98,6 +105,9 @@ class FleetFlight::Worker {
     p.dones.push_back(std::move(r.done));
     p.first_deadline = r.deadline;
     p.next_check = Clock::now();
+    if (r.defer_seconds > 0)
+      p.defer_until = p.next_check + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(r.defer_seconds));
     pending_.emplace(r.keys.result, std::move(p));
   }
 
@@ -108,6 +118,18 @@ class FleetFlight::Worker {
     Status s = sub_->Read(&messages);
     for (const auto& m : messages) {
       f_->counts_.notifications.fetch_add(1);
+      if (auto wanted = DecodeWant(m.payload)) {
+        // A busy node of the class asks for an idle node to tune it: the service decides.
+        f_->counts_.wanted.fetch_add(1);
+        auto cls = class_of_channel_.find(m.channel);
+        WantedFn fn;
+        {
+          MutexLock l(&f_->mu_);
+          fn = f_->on_wanted_;
+        }
+        if (fn && cls != class_of_channel_.end()) fn(cls->second, *wanted);
+        continue;
+      }
       for (auto& [key, p] : pending_)
         if (p.keys.channel == m.channel && p.keys.problem_key == m.payload)
           p.next_check = Clock::now();
@@ -226,6 +248,14 @@ class FleetFlight::Worker {
     for (const auto& key : due) {
       Pending& p = pending_[key];
       const std::string token = token_base_ + "/" + std::to_string(++token_seq_);
+      if (p.defer_until > now) {
+        commands.push_back(conn_->Script(
+            SharedScript::kFetchOrWant, {p.keys.result, p.keys.lease},
+            {std::to_string(kSharedFormat), p.skip_value ? "1" : "0", p.keys.channel,
+             EncodeWant(p.problem), p.want_sent ? "0" : "1"}));
+        sent.push_back({Sent::Kind::kFetch, key, token});
+        continue;
+      }
       commands.push_back(conn_->Script(SharedScript::kFetchOrLease, {p.keys.result, p.keys.lease},
                                        {std::to_string(kSharedFormat), token, lease_ms,
                                         p.skip_value ? "1" : "0"}));
@@ -351,7 +381,17 @@ class FleetFlight::Worker {
       return;
     }
     const bool present = v.elements.size() > 1 && v.elements[1].integer == 1;
-    if (present && !p.skip_value) Refused(&p, kind == 2 ? str(2) : str(3), "another format");
+    if (present && !p.skip_value)
+      Refused(&p, kind == 2 || kind == 4 ? str(2) : str(3), "another format");
+    if (kind == 4) {
+      // Asked the class's idle nodes: wait for a result (the done notification) until the
+      // deferral ends, then take the lease here.
+      if (!p.want_sent) f_->counts_.wants.fetch_add(1);
+      p.want_sent = true;
+      p.waiting = true;
+      p.next_check = p.defer_until;
+      return;
+    }
     if (kind == 2) {
       f_->counts_.leases.fetch_add(1);
       held_[s.token] = Held{p.keys, now + lease_ / 3};
@@ -424,6 +464,7 @@ class FleetFlight::Worker {
   const std::chrono::milliseconds lease_;
   const Clock::duration timeout_;
   std::vector<std::string> channels_;
+  std::map<std::string, std::string> class_of_channel_;  // channel -> device class key
   std::string token_base_;
   uint64_t token_seq_ = 0;
 
@@ -499,6 +540,30 @@ void FleetFlight::Resolve(const DeviceInfo& device, const Problem& problem, Shar
   Wake();
 }
 
+void FleetFlight::ResolveDeferred(const DeviceInfo& device, const Problem& problem,
+                                  double defer_seconds, SharedResolveFn done) {
+  NewResolve r;
+  r.device_class = ClassOf(device).key;
+  r.library_version = device.library_version;
+  r.keys = SharedKeysFor(r.library_version, r.device_class, problem);
+  r.problem = problem;
+  r.done = std::move(done);
+  r.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(options_.store.timeout_seconds));
+  r.defer_seconds = defer_seconds;
+  {
+    MutexLock l(&mu_);
+    if (stop_) return;
+    new_.push_back(std::move(r));
+  }
+  Wake();
+}
+
+void FleetFlight::SetOnWanted(WantedFn fn) {
+  MutexLock l(&mu_);
+  on_wanted_ = std::move(fn);
+}
+
 void FleetFlight::Publish(const TuneResult& result, const std::string& lease) {
   Write w;
   w.kind = Write::Kind::kPublish;
@@ -554,6 +619,8 @@ FleetCounters FleetFlight::counters() const {
   c.dropped = counts_.dropped.load();
   c.leases_lost = counts_.leases_lost.load();
   c.notifications = counts_.notifications.load();
+  c.wants = counts_.wants.load();
+  c.wanted = counts_.wanted.load();
   c.available = counts_.available.load();
   return c;
 }

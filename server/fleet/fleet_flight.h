@@ -77,6 +77,8 @@ struct FleetCounters {
   int64_t dropped = 0;            // publishes, renewals, releases lost to an unavailable store
   int64_t leases_lost = 0;        // leases that expired while this daemon held them
   int64_t notifications = 0;      // messages received on the subscription
+  int64_t wants = 0;              // busy-device misses that asked the class's idle nodes first
+  int64_t wanted = 0;             // such asks heard from the class (this node's included)
   bool available = false;
 };
 
@@ -89,6 +91,9 @@ class FleetFlight final : public SharedFlight {
 
   void Resolve(const DeviceInfo& device, const Problem& problem, SharedResolveFn done) override
       EXCLUDES(mu_);
+  void ResolveDeferred(const DeviceInfo& device, const Problem& problem, double defer_seconds,
+                       SharedResolveFn done) override EXCLUDES(mu_);
+  void SetOnWanted(WantedFn fn) override EXCLUDES(mu_);
   void Publish(const TuneResult& result, const std::string& lease) override EXCLUDES(mu_);
   void Release(const DeviceInfo& device, const Problem& problem, const std::string& lease) override
       EXCLUDES(mu_);
@@ -104,6 +109,7 @@ class FleetFlight final : public SharedFlight {
     Problem problem;
     SharedResolveFn done;
     Deadline deadline;  // of its first answer
+    double defer_seconds = 0;  // ResolveDeferred: ask the class's idle nodes first
   };
   struct Write {
     enum class Kind { kPublish, kRelease } kind;
@@ -127,12 +133,13 @@ class FleetFlight final : public SharedFlight {
   bool stop_ GUARDED_BY(mu_) = false;
   std::vector<NewResolve> new_ GUARDED_BY(mu_);
   std::vector<Write> writes_ GUARDED_BY(mu_);
+  WantedFn on_wanted_ GUARDED_BY(mu_);
 
   // Counters (written by the thread, read by anyone).
   struct Atomics {
     std::atomic<int64_t> round_trips{0}, connects{0}, resolves{0}, found{0}, leases{0}, waits{0},
         refused{0}, unavailable{0}, published_written{0}, published_kept{0}, dropped{0},
-        leases_lost{0}, notifications{0};
+        leases_lost{0}, notifications{0}, wants{0}, wanted{0};
     std::atomic<bool> available{false};
   };
   mutable Atomics counts_;

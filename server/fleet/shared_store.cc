@@ -60,7 +60,23 @@ redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
 )lua";
 
-constexpr const char* kScripts[] = {kFetchOrLeaseLua, kPublishLua, kRenewLua, kReleaseLua};
+// A busy node's fetch (server/polite.h): as kFetchOrLease, but where it would take the free
+// lease it asks the class's idle nodes instead (PUBLISH ARGV[4] on channel ARGV[3], only when
+// ARGV[5] is '1': once per miss) and answers {4, present, m}.
+constexpr const char* kFetchOrWantLua = R"lua(
+local v = redis.call('HMGET', KEYS[1], 'f', 'm', 'e')
+local present = 0
+if v[1] or v[3] then present = 1 end
+if ARGV[2] ~= '1' and v[1] == ARGV[1] and v[3] then return {1, v[3], v[2] or ''} end
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl ~= -2 then return {3, present, ttl, v[2] or ''} end
+if ARGV[5] == '1' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+return {4, present, v[2] or ''}
+)lua";
+
+// In SharedScript order.
+constexpr const char* kScripts[] = {kFetchOrLeaseLua, kPublishLua, kRenewLua, kReleaseLua,
+                                    kFetchOrWantLua};
 
 timeval Remaining(Deadline deadline) {
   auto left = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -233,6 +249,40 @@ StatusOr<RedisUrl> ParseRedisUrl(const std::string& url) {
   }
   if (out.port < 1 || out.port > 65535) return bad("the port must be in 1..65535");
   return out;
+}
+
+std::string EncodeWant(const Problem& problem) {
+  const std::string bytes = ProblemToProto(problem).SerializeAsString();
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "want|";
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+std::optional<Problem> DecodeWant(const std::string& message) {
+  constexpr size_t kPrefix = 5;  // "want|"
+  if (message.rfind("want|", 0) != 0 || (message.size() - kPrefix) % 2 != 0 ||
+      message.size() > kPrefix + 2048)
+    return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string bytes;
+  for (size_t i = kPrefix; i < message.size(); i += 2) {
+    const int hi = nibble(message[i]), lo = nibble(message[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    bytes += static_cast<char>(hi * 16 + lo);
+  }
+  pb::Problem msg;
+  if (!msg.ParseFromString(bytes)) return std::nullopt;
+  auto p = ProblemFromProto(msg);
+  if (!p.ok() || !ValidateProblem(*p).ok()) return std::nullopt;
+  return *p;
 }
 
 std::string SharedChannelFor(const std::string& library_version, const std::string& device_class) {

@@ -9,7 +9,8 @@
 //       back through ExportedEntryFromProto: one mapping, validated like any import).
 //   transposed:v1:{...}:l  string  the lease holder's token, with a TTL (SET NX PX).
 //   channel transposed:v1:done:<library>:<class>  message: the problem key, when a winner is
-//       published or a lease given up.
+//       published or a lease given up; or "want|<problem>" (EncodeWant) when a busy node asks
+//       the class's idle nodes to tune a problem (server/polite.h).
 // The braces are a Redis Cluster hash tag: a problem's two keys always share a slot.
 //
 // Every command goes through a Lua script (EVALSHA; loaded at connect), so each step is one
@@ -63,6 +64,12 @@ SharedKeys SharedKeysFor(const std::string& library_version, const std::string& 
 // The channel of a class's notifications.
 std::string SharedChannelFor(const std::string& library_version, const std::string& device_class);
 
+// The message by which a busy node asks its class's idle nodes to tune `problem`: "want|" and
+// the problem (a binary transposed.v1.Problem, hex); DecodeWant: the problem of such a message
+// (validated), nullopt for any other message (a done notification's problem key).
+std::string EncodeWant(const Problem& problem);
+std::optional<Problem> DecodeWant(const std::string& message);
+
 // The `e` field of a result (candidates left out: they stay on the node that measured them).
 std::string EncodeSharedEntry(const TuneResult& result);
 // The median_s the scripts compare, as written in `m`.
@@ -83,7 +90,7 @@ struct RedisValue {
 };
 
 // The scripts, by name, for RedisConnection::Script.
-enum class SharedScript { kFetchOrLease, kPublish, kRenew, kRelease };
+enum class SharedScript { kFetchOrLease, kPublish, kRenew, kRelease, kFetchOrWant };
 
 using Deadline = std::chrono::steady_clock::time_point;
 

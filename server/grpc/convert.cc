@@ -98,6 +98,7 @@ void AnswerToProto(const TuneResult& r, AnswerSource source, const pb::Device& d
   *out.mutable_device() = device;
   *out.mutable_measured_on() = measured_on;
   out.set_origin(OriginToProto(r.origin));
+  out.set_contention(r.contention);
 }
 
 StatusOr<ConfigRequest> ConfigRequestFromProto(const pb::GetConfigRequest& r) {
@@ -207,6 +208,7 @@ StatusOr<TuneResult> ExportedEntryFromProto(const pb::ExportedEntry& e) {
     return Status::InvalidArgument("answer.tuned_at_unix_ms: must be > 0, got " +
                                    std::to_string(a.tuned_at_unix_ms()));
   r.tuned_at_unix_ms = a.tuned_at_unix_ms();
+  r.contention = a.contention();  // bounded by ValidateEntry below
   // Every candidate measurement of the tune (counted before any is parsed).
   if (e.candidates_size() > kMaxCandidatesPerEntry)
     return Status::InvalidArgument("candidates: at most " +

@@ -63,6 +63,21 @@ std::vector<v1::Device> DeviceProtos(const TransposeService* service) {
   return out;
 }
 
+v1::DeviceLoad DeviceLoadToProto(const DeviceLoad& l) {
+  v1::DeviceLoad out;
+  out.set_state(std::string(LoadStateName(l.state)));
+  out.set_source(l.sample.source);
+  out.set_detail(l.sample.detail);
+  out.set_utilization_percent(l.sample.utilization_percent);
+  out.set_other_processes(l.sample.other_processes);
+  out.set_sampled_at_unix_ms(l.sampled_at_unix_ms);
+  out.set_tune_contention(l.tune_contention);
+  out.set_background_waiting(l.background_waiting);
+  out.set_background_abandoned(l.background_abandoned);
+  out.set_last_abandoned(l.last_abandoned);
+  return out;
+}
+
 // The most bytes of entries one ListEntries answer carries (a default client accepts 4 MiB): the
 // service's page bound (server/service.h), measured here in serialised bytes.
 constexpr size_t kMaxListReplyBytes = kMaxEntryPageBytes;
@@ -513,6 +528,12 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
   void Begin(const v1::TuneManyRequest& request) {
     const int n = request.problems_size();
     force_ = request.force();
+    background_ = request.background();
+    if (force_ && background_) {
+      End(Status::InvalidArgument(
+          "background: a forced re-tune (force) is an admin's and runs at once; ask for one"));
+      return;
+    }
     // A forced re-tune overwrites cached winners: admin, as Tune.
     if (force_) {
       if (Status auth = owner_->Authorize("TuneMany.force", context_); !auth.ok()) {
@@ -616,6 +637,7 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
         req.device = item.device;
         req.budget_seconds = budget_seconds_;
         req.exhaustive = exhaustive_;
+        req.background = background_;
         waiter = owner_->service_->StartGetConfig(req, std::move(done), std::move(progress));
       }
       // Problem i is the one in flight: the next starts only once both its start (here) and
@@ -687,6 +709,7 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
   bool force_ = false;
   double budget_seconds_ = 0;
   bool exhaustive_ = false;
+  bool background_ = false;  // polite tunes (server/polite.h)
   Mutex mu_;
   int next_ GUARDED_BY(mu_) = 0;         // the next problem to start
   int last_index_ GUARDED_BY(mu_) = 0;    // of the problem in flight's last candidate
@@ -715,7 +738,13 @@ grpc::ServerWriteReactor<v1::TuneManyProgress>* GrpcTransposer::TuneMany(
 grpc::ServerUnaryReactor* GrpcTransposer::ListDevices(grpc::CallbackServerContext* context,
                                                       const v1::ListDevicesRequest* /*request*/,
                                                       v1::ListDevicesResponse* response) {
-  for (const auto& d : service_->ListDevices()) *response->add_devices() = DeviceToProto(d);
+  const std::vector<DeviceLoad> loads = service_->DeviceLoads();
+  for (const auto& d : service_->ListDevices()) {
+    v1::Device* out = response->add_devices();
+    *out = DeviceToProto(d);
+    if (d.index >= 0 && static_cast<size_t>(d.index) < loads.size())
+      *out->mutable_load() = DeviceLoadToProto(loads[d.index]);
+  }
   Note(context, "devices=" + std::to_string(response->devices_size()));
   return FinishNow(context, Status::OK());
 }

@@ -1,5 +1,7 @@
 #include "tuner/cuda/cuda_engine.h"
 
+#include <unistd.h>
+
 #include <string>
 #include <utility>
 
@@ -8,10 +10,14 @@
 #include "transposed/kernels/config.h"
 #include "transposed/kernels/launch.h"
 #include "tuner/cuda/gpu_worker.h"
+#include "tuner/cuda/nvml_probe.h"
 #include "tuner/cuda/worker_constants.h"
 
 namespace transposed::cuda_worker {
 namespace {
+
+// NVML ships with the driver under this soname (the unversioned name only with its headers).
+constexpr char kNvmlLibrary[] = "libnvidia-ml.so.1";
 
 class CudaEngine : public worker::Engine {
  public:
@@ -46,12 +52,26 @@ class CudaEngine : public worker::Engine {
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override {
     return gpu_->MeasureCeiling(o);
   }
+  // NVML's view of the device (nvml_probe.h), found by the UUID it describes, on the first ask.
+  LoadSample Load() override {
+    if (!probe_) {
+      auto d = gpu_->Describe();
+      if (!d.ok()) {
+        LoadSample s;
+        s.detail = "the device could not be described: " + d.status().message();
+        return s;
+      }
+      probe_ = std::make_unique<NvmlProbe>(kNvmlLibrary, d->uuid, getpid());
+    }
+    return probe_->Sample();
+  }
   bool broken() const override { return gpu_->context_broken(); }
   TimeBreakdown TakePhases() override { return gpu_->TakePhases(); }
 
  private:
   std::unique_ptr<GpuWorker> gpu_;
   const bool test_faults_;
+  std::unique_ptr<NvmlProbe> probe_;
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/device_load.h"
 #include "core/measurement.h"
 #include "core/problem.h"
 #include "core/status.h"
@@ -38,6 +39,9 @@ class Engine {
   virtual Status Check(const Candidate& c) = 0;
   virtual StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) = 0;
   virtual StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) = 0;
+  // How busy the device is with work other than this process's (core/device_load.h); a sample
+  // without a source (never an error) when the engine cannot tell.
+  virtual LoadSample Load() = 0;
   virtual bool broken() const = 0;
   // The phases recorded inside requests since the last call ("worker.check.compare"...), then
   // forgotten; the serve loop sends them with each response (worker.proto PhaseTime).

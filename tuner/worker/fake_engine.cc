@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "core/hash.h"
@@ -75,6 +76,28 @@ Measurement FakeEngine::Measured(const std::string& name) const {
 
 Status FakeEngine::Check(const Candidate& c) { return Run(c.name); }
 
+LoadSample FakeEngine::Load() {
+  LoadSample s;
+  if (o_.load_file.empty()) {
+    s.detail = "the fake device has no load script";
+    return s;
+  }
+  std::ifstream in(o_.load_file);
+  int utilization = -1;
+  int others = -1;
+  if (!(in >> utilization >> others) || utilization < 0 || utilization > 100 || others < 0) {
+    s.detail = "no load in " + o_.load_file;
+    return s;
+  }
+  s.source = "fake";
+  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - last_measured_).count() <
+      o_.own_utilization_s)
+    utilization = 100;  // its own kernels, still in the driver's window
+  s.utilization_percent = utilization;
+  s.other_processes = others;
+  return s;
+}
+
 void FakeEngine::Delay() const {
   if (o_.measure_delay_s > 0)
     std::this_thread::sleep_for(std::chrono::duration<double>(o_.measure_delay_s));
@@ -83,12 +106,14 @@ void FakeEngine::Delay() const {
 StatusOr<Measurement> FakeEngine::Measure(const Candidate& c, const MeasureOptions&) {
   Delay();
   TR_RETURN_IF_ERROR(Run(c.name));
+  last_measured_ = std::chrono::steady_clock::now();
   return Measured(c.name);
 }
 
 StatusOr<Measurement> FakeEngine::MeasureCeiling(const MeasureOptions&) {
   Delay();
   TR_RETURN_IF_ERROR(Run("copy"));
+  last_measured_ = std::chrono::steady_clock::now();
   return Measured("copy");
 }
 

@@ -8,7 +8,8 @@
 // f32/f64; the fastest of all; its Check fails on a bit-exact problem, as the CUDA engine's
 // does); Open/Check/Close succeed; Measure returns timings derived from the candidate's name and
 // the open problem (SecondsFor), so tests can see which problem a session had open, after
-// `measure_delay_s` (a slow device: tests of what must not wait behind a measurement). It fails
+// `measure_delay_s` (a slow device: tests of what must not wait behind a measurement); Load
+// reports the busy signal scripted in `load_file` (source "fake"). It fails
 // like a real device does:
 //   kFakeFaultCandidate       breaks the engine (broken() = true): a fatal answer, then exit
 //   options.crash_on          aborts the process (SIGABRT) without answering
@@ -16,6 +17,7 @@
 // Thread-safety: none (one serve loop).
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "tuner/worker/engine.h"
@@ -32,6 +34,13 @@ struct FakeEngineOptions {
   bool with_fault = false;
   std::string crash_on;  // candidate name that aborts the process; empty: none
   double measure_delay_s = 0;  // each Measure and MeasureCeiling sleeps this long first
+  // The scripted busy signal: each Load reads this file, "UTILIZATION OTHER_PROCESSES" (two
+  // integers); a test rewrites it to make the device busy or idle. Empty, missing or unreadable:
+  // a sample without a source.
+  std::string load_file;
+  // As the driver does, the utilization counts the fake's own measurements: for this long after
+  // its last Measure or MeasureCeiling, Load reports 100%.
+  double own_utilization_s = 0;
 };
 
 class FakeEngine : public Engine {
@@ -44,6 +53,7 @@ class FakeEngine : public Engine {
   Status Check(const Candidate& c) override;
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override;
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override;
+  LoadSample Load() override;
   bool broken() const override { return broken_; }
   // The fake has no phases inside a request (the serve loop still times each request).
   TimeBreakdown TakePhases() override { return {}; }
@@ -65,6 +75,7 @@ class FakeEngine : public Engine {
   bool open_ = false;
   bool broken_ = false;
   Problem problem_;  // the open one
+  std::chrono::steady_clock::time_point last_measured_{};  // for own_utilization_s
 };
 
 }  // namespace transposed::worker

@@ -30,6 +30,8 @@ const char* RequestName(pb::Request::RequestCase c) {
       return "measure";
     case pb::Request::kCeiling:
       return "ceiling";
+    case pb::Request::kLoad:
+      return "load";
     case pb::Request::REQUEST_NOT_SET:
       break;
   }
@@ -98,6 +100,15 @@ pb::Response Dispatch(Engine* e, const Status& init_error, const pb::Request& re
       auto m = e->MeasureCeiling(*o);
       if (!m.ok()) return ErrorResponse(m.status());
       *r.mutable_ceiling()->mutable_measurement() = MeasurementToProto(*m, 0);
+      return r;
+    }
+    case pb::Request::kLoad: {
+      const LoadSample l = e->Load();
+      auto* out = r.mutable_load();
+      out->set_source(l.source);
+      out->set_detail(l.detail);
+      out->set_utilization_percent(l.utilization_percent);
+      out->set_other_processes(l.other_processes);
       return r;
     }
     case pb::Request::REQUEST_NOT_SET:

@@ -246,6 +246,27 @@ class WorkerBackend : public Backend {
         std::make_unique<WorkerSession>(worker_, id, p, std::move(phases)));
   }
 
+  // The worker's sample (worker.proto LoadRequest); a failed request is a sample without a
+  // source that says why.
+  LoadSample SampleLoad() override {
+    pb::Request req;
+    req.mutable_load();
+    auto r = worker_->Call(req);
+    LoadSample s;
+    if (!r.ok() || !r->has_load()) {
+      s.detail = "the worker did not answer the load request: " +
+                 (r.ok() ? std::string("answered with another kind") : r.status().ToString());
+      return s;
+    }
+    const pb::LoadResponse& l = r->load();
+    s.source = l.source();
+    s.detail = l.detail();
+    s.utilization_percent = l.utilization_percent() >= 0 && l.utilization_percent() <= 100
+                                ? l.utilization_percent() : -1;
+    s.other_processes = l.other_processes() >= 0 ? l.other_processes() : -1;
+    return s;
+  }
+
   pid_t worker_pid() const { return worker_->pid(); }
 
  private:

@@ -1,0 +1,56 @@
+#include "core/device_load.h"
+
+#include <cstdio>
+
+namespace transposed {
+
+std::string_view LoadStateName(LoadState s) {
+  switch (s) {
+    case LoadState::kIdle:
+      return "idle";
+    case LoadState::kBusy:
+      return "busy";
+    case LoadState::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+LoadState ClassifyLoad(const LoadSample& s, double busy_utilization_percent) {
+  if (s.utilization_percent < 0) return LoadState::kUnknown;
+  // With no other process on the device, the utilization is the daemon's own last tune.
+  if (s.other_processes == 0) return LoadState::kIdle;
+  return s.utilization_percent >= busy_utilization_percent ? LoadState::kBusy : LoadState::kIdle;
+}
+
+std::string DescribeLoad(const LoadSample& s) {
+  if (s.utilization_percent < 0)
+    return "unknown: " + (s.detail.empty() ? std::string("no load source") : s.detail);
+  std::string out = "utilization " + std::to_string(s.utilization_percent) + "%";
+  if (s.other_processes >= 0)
+    out += ", " + std::to_string(s.other_processes) + " other process" +
+           (s.other_processes == 1 ? "" : "es");
+  return out;
+}
+
+std::string ContentionOf(const TuneResult& r, double max_rel_spread) {
+  std::string out;
+  auto add = [&out](const std::string& what) { out += (out.empty() ? "" : "; ") + what; };
+  char buf[96];
+  if (r.best_measurement.valid && r.best_measurement.rel_spread() > max_rel_spread) {
+    std::snprintf(buf, sizeof buf, "winner rel_spread %.2f", r.best_measurement.rel_spread());
+    add(buf);
+  }
+  if (r.ceiling.valid && r.ceiling.rel_spread() > max_rel_spread) {
+    std::snprintf(buf, sizeof buf, "ceiling rel_spread %.2f", r.ceiling.rel_spread());
+    add(buf);
+  }
+  if (r.best_measurement.method.remeasured_after_slowdown > 0) {
+    std::snprintf(buf, sizeof buf, "final pass %.1fx slower than the quick one",
+                  r.best_measurement.method.remeasured_after_slowdown);
+    add(buf);
+  }
+  return out;
+}
+
+}  // namespace transposed
