@@ -30,7 +30,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "core/tune_result.h"
-#include "server/store.h"
+#include "store/store.h"
 
 namespace transposed {
 

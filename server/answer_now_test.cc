@@ -17,9 +17,9 @@
 #include <time.h>
 
 #include "server/service.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "transposed/kernels/config.h"
-#include "tuner/cpu_backend.h"
+#include "tuner/cpu/cpu_backend.h"
 #include "tuner/fake_backend.h"
 
 namespace transposed {

@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "tuner/cpu_backend.h"
-#include "tuner/cpu_cache.h"
+#include "tuner/cpu/cpu_backend.h"
+#include "tuner/cpu/cpu_cache.h"
 #include "tuner/cuda/cuda_backend.h"
 
 namespace transposed {

@@ -2,7 +2,7 @@
 
 #include "core/device_class.h"
 #include "server/answer_now.h"
-#include "server/entry_validation.h"
+#include "store/entry_validation.h"
 
 #include <spdlog/spdlog.h>
 

@@ -44,7 +44,7 @@
 #include "server/answer_cache.h"
 #include "server/polite.h"
 #include "server/shared_flight.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "tuner/backend.h"
 #include "tuner/tuner.h"
 

@@ -14,7 +14,7 @@
 #include "core/device_class.h"
 #include "core/mutex.h"
 #include "server/service.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "tuner/fake_backend.h"
 
 namespace transposed {

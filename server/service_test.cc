@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "server/grpc/convert.h"
-#include "server/entry_validation.h"
-#include "server/store.h"
+#include "store/entry_validation.h"
+#include "store/store.h"
 #include "tuner/fake_backend.h"
 
 namespace transposed {

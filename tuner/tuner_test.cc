@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tuner/cpu_backend.h"
+#include "tuner/cpu/cpu_backend.h"
 #include "tuner/fake_backend.h"
 
 namespace transposed {

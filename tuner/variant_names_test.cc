@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "transposed/kernels/config.h"
-#include "tuner/cpu_backend.h"
+#include "tuner/cpu/cpu_backend.h"
 
 namespace transposed {
 namespace {

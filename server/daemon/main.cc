@@ -43,10 +43,10 @@
 #include "server/grpc/rpc_interceptor.h"
 #include "server/grpc/security.h"
 #include "server/fleet/peers.h"
-#include "server/store_reopener.h"
+#include "store/store_reopener.h"
 #include "server/service.h"
 #include "server/daemon/startup.h"
-#include "server/store.h"
+#include "store/store.h"
 
 namespace {
 

@@ -39,7 +39,7 @@
 #include "server/fleet/fleet_flight.h"
 #include "server/grpc/rpc_interceptor.h"
 #include "server/service.h"
-#include "server/store.h"
+#include "store/store.h"
 
 namespace transposed {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/text.h"
-#include "server/entry_validation.h"
+#include "store/entry_validation.h"
 
 namespace transposed {
 

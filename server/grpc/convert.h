@@ -14,7 +14,7 @@
 #include "proto/measure_method_proto.h"  // MeasureMethodToProto, MeasureMethodFromProto
 #include "proto/problem_proto.h"  // ProblemFromProto, ProblemToProto, ParseDTypeField
 #include "server/service.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <tuple>
 
-#include "server/store.h"
+#include "store/store.h"
 #include "tuner/fake_backend.h"
 
 namespace transposed {

@@ -44,8 +44,8 @@
 #include <thread>
 #include <vector>
 
-#include "tuner/cpu_backend.h"
-#include "tuner/cpu_simd.h"
+#include "tuner/cpu/cpu_backend.h"
+#include "tuner/cpu/cpu_simd.h"
 #include "tuner/tuner.h"
 
 namespace transposed {

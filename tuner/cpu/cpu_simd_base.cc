@@ -1,6 +1,6 @@
 // The CPU micro-kernels for the build's default target (SSE2 on x86-64; the portable fallback elsewhere).
 #define TR_SIMD_VECTOR_BYTES 16
-#include "tuner/cpu_simd_impl.h"
+#include "tuner/cpu/cpu_simd_impl.h"
 
 namespace transposed::cpu_simd {
 

@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #endif
 
-#include "tuner/cpu_simd.h"
+#include "tuner/cpu/cpu_simd.h"
 
 #ifndef TR_SIMD_VECTOR_BYTES
 #error "define TR_SIMD_VECTOR_BYTES before including cpu_simd_impl.h"

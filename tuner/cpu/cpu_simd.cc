@@ -1,4 +1,4 @@
-#include "tuner/cpu_simd.h"
+#include "tuner/cpu/cpu_simd.h"
 
 #include <algorithm>
 #include <cstdint>

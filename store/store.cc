@@ -1,7 +1,7 @@
-#include "server/store.h"
+#include "store/store.h"
 
 #include "core/device_class.h"
-#include "server/entry_validation.h"
+#include "store/entry_validation.h"
 
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>

@@ -1,4 +1,4 @@
-#include "server/store.h"
+#include "store/store.h"
 
 #include "core/device_class.h"
 #include "testing/problems.h"

@@ -1,7 +1,7 @@
 // Entry validation (server/entry_validation.h) and what the store does with rows that fail it:
 // refused at every write, skipped on every read (the other rows still served), and the way back
 // from read-only (Store::TryWritable).
-#include "server/entry_validation.h"
+#include "store/entry_validation.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/device_class.h"
-#include "server/store.h"
+#include "store/store.h"
 #include "testing/problems.h"
 
 namespace transposed {

@@ -1,4 +1,4 @@
-#include "tuner/cpu_backend.h"
+#include "tuner/cpu/cpu_backend.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -27,8 +27,8 @@
 
 #include "core/hash.h"
 #include "core/version.h"
-#include "tuner/cpu_cache.h"
-#include "tuner/cpu_simd.h"
+#include "tuner/cpu/cpu_cache.h"
+#include "tuner/cpu/cpu_simd.h"
 
 namespace transposed {
 

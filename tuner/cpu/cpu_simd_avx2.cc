@@ -1,6 +1,6 @@
 // The CPU micro-kernels for AVX2 (compiled with -mavx2; run only where the CPU has it).
 #define TR_SIMD_VECTOR_BYTES 32
-#include "tuner/cpu_simd_impl.h"
+#include "tuner/cpu/cpu_simd_impl.h"
 
 namespace transposed::cpu_simd {
 

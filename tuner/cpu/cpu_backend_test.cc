@@ -1,4 +1,4 @@
-#include "tuner/cpu_backend.h"
+#include "tuner/cpu/cpu_backend.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "tuner/host_memory.h"
+#include "tuner/cpu/host_memory.h"
 
 #include <algorithm>
 #include <fstream>

@@ -15,7 +15,7 @@
 
 #include "core/mutex.h"
 #include "core/thread_annotations.h"
-#include "server/store.h"
+#include "store/store.h"
 
 namespace transposed {
 

@@ -44,8 +44,8 @@
 #include "core/problem.h"
 #include "core/status.h"
 #include "tuner/backend.h"
-#include "tuner/cpu_simd.h"
-#include "tuner/host_memory.h"
+#include "tuner/cpu/cpu_simd.h"
+#include "tuner/cpu/host_memory.h"
 
 namespace transposed {
 

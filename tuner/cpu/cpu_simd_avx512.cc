@@ -1,6 +1,6 @@
 // The CPU micro-kernels for AVX-512 F/BW/DQ/VL (compiled with those flags; run only where the CPU has them).
 #define TR_SIMD_VECTOR_BYTES 64
-#include "tuner/cpu_simd_impl.h"
+#include "tuner/cpu/cpu_simd_impl.h"
 
 namespace transposed::cpu_simd {
 

@@ -1,4 +1,4 @@
-#include "server/entry_validation.h"
+#include "store/entry_validation.h"
 
 #include <cmath>
 #include <limits>

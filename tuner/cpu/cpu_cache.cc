@@ -1,4 +1,4 @@
-#include "tuner/cpu_cache.h"
+#include "tuner/cpu/cpu_cache.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "tuner/cpu_backend.h"
+#include "tuner/cpu/cpu_backend.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

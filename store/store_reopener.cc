@@ -1,4 +1,4 @@
-#include "server/store_reopener.h"
+#include "store/store_reopener.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "tuner/host_memory.h"
+#include "tuner/cpu/host_memory.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "tuner/cpu_backend.h"
+#include "tuner/cpu/cpu_backend.h"
 
 namespace transposed {
 namespace {
