@@ -2,7 +2,7 @@
 // probe. `--backend NAME` (server/daemon/main.cc) builds the one named; `--backend auto` the first
 // available in registration order. The daemon's registry (DaemonBackends) holds "cuda" (one
 // Backend per GPU, each measured by a transposed-worker process: tuner/cuda/cuda_backend.h),
-// then "cpu" (the host, in process: tuner/cpu_backend.h). Test-only engines are not in it; tests
+// then "cpu" (the host, in process: tuner/cpu/cpu_backend.h). Test-only engines are not in it; tests
 // run the real "cuda" factory against a test-only worker executable (--worker).
 // Every choice and its reason is logged (spdlog info).
 //

@@ -155,7 +155,7 @@ StatusOr<std::unique_ptr<TransposeService>> TransposeService::Create(
     if (!store->read_only().empty()) continue;
     Status s = store->UpsertDevice(d);
     // A write refused for a read-only file or a full disk made the store read-only (it logs
-    // that): serve read-only, the store is tried again later (server/store_reopener.h).
+    // that): serve read-only, the store is tried again later (store/store_reopener.h).
     if (!s.ok() && s.code() == StatusCode::kFailedPrecondition && !store->read_only().empty())
       continue;
     if (!s.ok() && s.code() == StatusCode::kUnavailable) {

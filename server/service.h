@@ -172,7 +172,7 @@ struct ServiceOptions {
 inline constexpr int kDefaultPageSize = 100;
 inline constexpr int kMaxPageSize = 1000;
 // A page also ends once its entries hold about this many bytes (ApproxEntryBytes of
-// server/entry_validation.h; an entry holds at most kMaxEntryBytes): every ListEntries answer and
+// store/entry_validation.h; an entry holds at most kMaxEntryBytes): every ListEntries answer and
 // every page ExportEntries reads stays near it, whatever the entries hold.
 inline constexpr size_t kMaxEntryPageBytes = 3 << 20;
 

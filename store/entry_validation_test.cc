@@ -1,4 +1,4 @@
-// Entry validation (server/entry_validation.h) and what the store does with rows that fail it:
+// Entry validation (store/entry_validation.h) and what the store does with rows that fail it:
 // refused at every write, skipped on every read (the other rows still served), and the way back
 // from read-only (Store::TryWritable).
 #include "store/entry_validation.h"

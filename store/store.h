@@ -10,11 +10,11 @@
 // write that waits for a lock another process holds (busy timeout 5 s, then UNAVAILABLE) never
 // delays a lookup; a read waits at most 250 ms for a lock, then UNAVAILABLE.
 //
-// Bad rows: every row read back is checked (server/entry_validation.h); one that does not parse
+// Bad rows: every row read back is checked (store/entry_validation.h); one that does not parse
 // or validate (an older version stored NaN as NULL, say) is skipped, logged once and counted
 // (bad_rows_skipped), and the other rows are served. Read-only: a file that cannot be written is
 // served read-only (Open, or a write that fails for a read-only file or a full disk); TryWritable
-// (called with backoff by server/store_reopener.h) opens it for writing again.
+// (called with backoff by store/store_reopener.h) opens it for writing again.
 #pragma once
 
 #include <atomic>
@@ -105,7 +105,7 @@ class Store {
   // Entries matching the filter, newest first; limit 0 = all. With `after`, only entries after
   // that cursor (keyset pagination); with `cursors`, each returned entry's cursor is appended.
   // max_bytes > 0: stops after the entry that brings the entries' ApproxEntryBytes
-  // (server/entry_validation.h) to max_bytes or more (so memory holds about one page).
+  // (store/entry_validation.h) to max_bytes or more (so memory holds about one page).
   StatusOr<std::vector<TuneResult>> List(const StoreFilter& filter, bool include_candidates = false,
                                          int limit = 0, const EntryCursor* after = nullptr,
                                          std::vector<EntryCursor>* cursors = nullptr,

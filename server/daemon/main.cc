@@ -748,7 +748,7 @@ int main(int argc, char** argv) {
   transposed::Mutex serving_mu;
   bool stopping = false;
 
-  // The way back from read-only (server/store_reopener.h): health follows the store.
+  // The way back from read-only (store/store_reopener.h): health follows the store.
   auto reopener = std::make_unique<transposed::StoreReopener>(store->get(), [&](bool writable) {
     transposed::MutexLock l(&serving_mu);
     if (!stopping)

@@ -79,7 +79,7 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
                    grpc::StatusCode code) override EXCLUDES(mu_);
   // A connection refused at accept by ConnectionLimiter: "per_client", "total" or "descriptors".
   void OnConnectionRefused(const char* cap);
-  // ServiceObserver: an entry from outside refused by validation (server/entry_validation.h).
+  // ServiceObserver: an entry from outside refused by validation (store/entry_validation.h).
   void OnEntryRefused(const char* door) override;
 
  private:

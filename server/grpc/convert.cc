@@ -230,7 +230,7 @@ StatusOr<TuneResult> ExportedEntryFromProto(const pb::ExportedEntry& e) {
   }
   r.origin = Origin::kImported;
   // Every number finite and in range, every string and list bounded: the one check of a row from
-  // outside (server/entry_validation.h), which the store applies again on its own reads.
+  // outside (store/entry_validation.h), which the store applies again on its own reads.
   TR_RETURN_IF_ERROR(ValidateEntry(r));
   return r;
 }

@@ -2,7 +2,7 @@
 // multi-threaded transposes on the host, and describes the host as a device.
 //
 // Candidates (dtype matters only by element size, 1, 2, 4, 8 or 16 bytes):
-//   cpu.{isa}.b{B}.t{N}[.nt]  SIMD register transposes (tuner/cpu_simd.h; isa: sse2 or generic,
+//   cpu.{isa}.b{B}.t{N}[.nt]  SIMD register transposes (tuner/cpu/cpu_simd.h; isa: sse2 or generic,
 //                             avx2, avx512, as the CPU has them) in 64 x 64-byte micro-tiles
 //                             (L1), walked in B x B blocks of micro-tiles (L2; B = 1: row by
 //                             row), on N threads; .nt: streaming stores, offered when the output
@@ -54,7 +54,7 @@ struct CpuBackendOptions {
   int max_threads = 0;
   // Adds deliberately wrong candidates ("cpu.test.*") that their check must reject; for tests.
   bool enable_test_faults = false;
-  // Where Open reads the memory available to this process (tuner/host_memory.h); a problem whose
+  // Where Open reads the memory available to this process (tuner/cpu/host_memory.h); a problem whose
   // buffers do not fit is refused with RESOURCE_EXHAUSTED naming the bytes.
   HostMemoryPaths memory;
   // The device instance id (DeviceInfo::uuid); empty: derived from the host's CPU description,
@@ -107,7 +107,7 @@ class CpuBackend : public Backend {
 
   int max_threads() const { return max_threads_; }
   // Where the cache sizes of device() came from: "sysfs", "cpuid", "sysconf" or "unknown"
-  // (tuner/cpu_cache.h; the daemon warns on "unknown").
+  // (tuner/cpu/cpu_cache.h; the daemon warns on "unknown").
   const std::string& cache_source() const { return cache_source_; }
 
  private:

@@ -1,4 +1,4 @@
-// The CPU cache sizes without /sys (tuner/cpu_cache.h): sysfs parsing, and on x86 that CPUID gives
+// The CPU cache sizes without /sys (tuner/cpu/cpu_cache.h): sysfs parsing, and on x86 that CPUID gives
 // the sizes sysfs gives, so a host without /sys keeps its device class.
 #include "tuner/cpu/cpu_cache.h"
 
