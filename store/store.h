@@ -1,6 +1,6 @@
 // Store: the daemon's SQLite cache of tuning results, one file, rows per device.
 //
-// Tables (see README "Database schema"): devices (identity, keyed by fingerprint), entries (the
+// Tables (docs/design/store.md): devices (identity, keyed by fingerprint), entries (the
 // winner per device and problem), candidates (every candidate's measurement of that tune).
 // WAL mode, a busy timeout, PRAGMA user_version with migrations; SaveTune writes one tune in one
 // transaction, so a crash leaves either the old state or the new one.
@@ -15,6 +15,10 @@
 // (bad_rows_skipped), and the other rows are served. Read-only: a file that cannot be written is
 // served read-only (Open, or a write that fails for a read-only file or a full disk); TryWritable
 // (called with backoff by store/store_reopener.h) opens it for writing again.
+//
+// Its parts, one job each: the SQLite layer (store/sqlite.h), the schema and its migrations
+// (store/schema.h), the SQL values of the fields (store/sql_values.h) and the rows, one column
+// table per row type (store/rows.h); this file and store.cc are the API over them.
 #pragma once
 
 #include <atomic>
