@@ -1,7 +1,7 @@
 // DeviceInfo: the identity of one measuring device (a GPU, or the host CPU).
 //
 // Defined once here and mapped once per format: proto/transposed/v1 (server/grpc/convert.cc), the
-// SQLite `devices` table (store/store.cc's column table) and the worker protocol. Everything
+// SQLite `devices` table (store/rows.cc's column table) and the worker protocol. Everything
 // except `index` is part of the identity, and so of the cache key root (Fingerprint()).
 // Plain value type; thread-compatible.
 #pragma once

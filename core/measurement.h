@@ -2,7 +2,7 @@
 // it was taken, and MeasureOptions, how long to measure.
 //
 // Defined once here and mapped once per format: proto/transposed/v1 (server/grpc/convert.cc), the
-// SQLite `entries`/`candidates` columns (store/store.cc's column tables; the method as one JSON
+// SQLite `entries`/`candidates` columns (store/rows.cc's column tables; the method as one JSON
 // column), the worker protocol (tuner/worker/codec.cc).
 // Plain value types; thread-compatible.
 #pragma once

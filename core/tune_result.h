@@ -1,7 +1,7 @@
 // The result of tuning one problem on one device: every candidate's result and the winner.
 //
 // Candidate, Phase, CandidateResult, TuneResult and AnswerSource are defined once here and
-// mapped once per format: proto/transposed/v1 (server/grpc/convert.cc), SQLite (store/store.cc's
+// mapped once per format: proto/transposed/v1 (server/grpc/convert.cc), SQLite (store/rows.cc's
 // column tables; schema in docs/design/store.md) and the worker protocol.
 // Plain value types; thread-compatible.
 #pragma once
