@@ -2,7 +2,7 @@
 //
 // Candidate, Phase, CandidateResult, TuneResult and AnswerSource are defined once here and
 // mapped once per format: proto/transposed/v1 (server/grpc/convert.cc), SQLite (store/rows.cc's
-// column tables; schema in docs/design/store.md) and the worker protocol.
+// column tables; schema in store/schema.md) and the worker protocol.
 // Plain value types; thread-compatible.
 #pragma once
 

@@ -10,7 +10,7 @@ namespace {
 // Schema migrations: step i (0-based) takes a file from user_version i to i + 1. Each step ends
 // by setting user_version itself, so the version number is part of the SQL text, never a value
 // built at run time. Steps are applied in one transaction. Never edit a released step; append.
-// docs/design/store.md documents the resulting schema.
+// store/schema.md documents the resulting schema.
 const char* const kMigrations[] = {
     // 0 -> 1: the initial schema.
     R"sql(

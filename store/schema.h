@@ -1,7 +1,7 @@
 // The store's schema: the migrations (one SQL step per schema version, applied together in one
 // transaction, each ending by setting user_version), the adoption of a schema restored without
 // its version (sqlite3 .dump writes none), and the probe write that tells whether a file can be
-// written. The tables and every step are documented in docs/design/store.md.
+// written. The tables and every step are documented in store/schema.md.
 //
 // Thread-safety: the functions keep no state; each runs on the connection it is given, which the
 // caller uses from one thread at a time.

@@ -1,7 +1,8 @@
 // Store: the daemon's SQLite cache of tuning results, one file, rows per device.
 //
-// Tables (docs/design/store.md): devices (identity, keyed by fingerprint), entries (the
-// winner per device and problem), candidates (every candidate's measurement of that tune).
+// Tables (store/schema.md; design: docs/design/store.md): devices (identity, keyed by
+// fingerprint), entries (the winner per device and problem), candidates (every candidate's
+// measurement of that tune).
 // WAL mode, a busy timeout, PRAGMA user_version with migrations; SaveTune writes one tune in one
 // transaction, so a crash leaves either the old state or the new one.
 //
