@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "testing/daemon_process.h"
+#include "testing/grpc_health.h"
 #include "testing/redis_process.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
@@ -297,6 +298,16 @@ TEST_F(PoliteE2ETest, ABusyNodesMissIsTunedByAnIdleNodeOfTheClass) {
   auto busy_stub = Stub(*busy), idle_stub = Stub(*idle);
   ASSERT_TRUE(WaitFor(10, [&] { return Load(busy_stub.get()).state() == "busy"; }));
   ASSERT_TRUE(WaitFor(10, [&] { return Load(idle_stub.get()).state() == "idle"; }));
+  // Both nodes' shared-store connections up before the busy node asks for help (on a loaded
+  // machine the idle node's could still be connecting, and the busy node then waited its whole
+  // --fleet-defer and tuned by itself).
+  for (auto* d : {busy.get(), idle.get()}) {
+    ASSERT_TRUE(WaitFor(10, [&] {
+      std::string bytes;
+      return testing::HealthCheck(d->address(), "transposed.shared_store", &bytes).ok() &&
+             bytes == testing::kServing;
+    }));
+  }
 
   // A caller on the busy node waits; the idle node tunes; the busy node gets the class's result.
   v1::Answer a;
