@@ -131,33 +131,26 @@ Status FromSql(const Stmt& st, int i, bool* v) {
   *v = st.Int(i) != 0;
   return Status::OK();
 }
-Status FromSql(const Stmt& st, int i, DType* v) {
+// An enum stored as its name: `parse` is the enum's own parser (core/), `what` names it in the error.
+template <typename E, typename Parse>
+Status EnumFromSql(const Stmt& st, int i, const char* what, Parse parse, E* v) {
   const std::string text = st.Text(i);
-  auto parsed = ParseDType(text);
-  if (!parsed) return Status::Internal("unknown dtype '" + text + "'");
+  auto parsed = parse(text);
+  if (!parsed) return Status::Internal(std::string("unknown ") + what + " '" + text + "'");
   *v = *parsed;
   return Status::OK();
+}
+Status FromSql(const Stmt& st, int i, DType* v) {
+  return EnumFromSql(st, i, "dtype", ParseDType, v);
 }
 Status FromSql(const Stmt& st, int i, Phase* v) {
-  const std::string text = st.Text(i);
-  auto parsed = ParsePhase(text);
-  if (!parsed) return Status::Internal("unknown phase '" + text + "'");
-  *v = *parsed;
-  return Status::OK();
+  return EnumFromSql(st, i, "phase", ParsePhase, v);
 }
 Status FromSql(const Stmt& st, int i, Origin* v) {
-  const std::string text = st.Text(i);
-  auto parsed = ParseOrigin(text);
-  if (!parsed) return Status::Internal("unknown origin '" + text + "'");
-  *v = *parsed;
-  return Status::OK();
+  return EnumFromSql(st, i, "origin", ParseOrigin, v);
 }
 Status FromSql(const Stmt& st, int i, Exactness* v) {
-  const std::string text = st.Text(i);
-  auto parsed = ParseExactness(text);
-  if (!parsed) return Status::Internal("unknown exactness '" + text + "'");
-  *v = *parsed;
-  return Status::OK();
+  return EnumFromSql(st, i, "exactness", ParseExactness, v);
 }
 Status FromSql(const Stmt& st, int i, std::map<std::string, int64_t>* out) {
   const std::string text = st.Text(i);
