@@ -9,7 +9,7 @@
 
 #include "transposed/kernels/config.h"
 #include "transposed/kernels/launch.h"
-#include "tuner/cuda/gpu_worker.h"
+#include "tuner/cuda/gpu_measurer.h"
 #include "tuner/cuda/nvml_probe.h"
 #include "tuner/cuda/worker_constants.h"
 

@@ -1,5 +1,5 @@
 // CudaEngine: the worker Engine (tuner/worker/engine.h) of one GPU. It wraps GpuWorker
-// (gpu_worker.h: the CUDA context, buffers, checks and timers) and lists the kernels/ family's
+// (gpu_measurer.h: the CUDA context, buffers, checks and timers) and lists the kernels/ family's
 // configurations valid for a problem as the candidates. Served by transposed-worker
 // (worker_main.cc) through the generic loop (tuner/worker/serve.h).
 //

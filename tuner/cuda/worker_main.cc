@@ -14,7 +14,7 @@
 #include <string>
 
 #include "tuner/cuda/cuda_engine.h"
-#include "tuner/cuda/gpu_worker.h"
+#include "tuner/cuda/gpu_measurer.h"
 #include "tuner/worker/serve.h"
 
 #ifndef TRANSPOSED_WORKER_TEST_FAULTS

@@ -1,5 +1,5 @@
 // The one measurement harness of the project: how a transpose (or a copy) is timed on a GPU.
-// The daemon's worker (tuner/cuda/gpu_worker.cu) and transpose_bench both time through it, so the
+// The daemon's worker (tuner/cuda/gpu_measurer.cu) and transpose_bench both time through it, so the
 // numbers the daemon stores and the numbers in docs/ mean the same thing.
 //
 // Method. RotatingBuffers holds N input/output pairs of one problem, N chosen so that the pairs
