@@ -82,11 +82,11 @@ StatusOr<EntryCursor> ParseEntryPageToken(const std::string& token) {
 // clearing them also breaks the reference cycle with a caller that holds the Waiter.
 class TransposeService::Waiter {
  public:
-  Waiter(TuneProgressFn progress, AnswerFn done)
+  Waiter(ProgressFn progress, AnswerFn done)
       : progress_(std::move(progress)), done_(std::move(done)) {}
 
   // The progress callback (empty once answered or detached), copied so it runs unlocked.
-  TuneProgressFn progress() EXCLUDES(mu_) {
+  ProgressFn progress() EXCLUDES(mu_) {
     MutexLock l(&mu_);
     return progress_;
   }
@@ -108,7 +108,7 @@ class TransposeService::Waiter {
 
  private:
   Mutex mu_;
-  TuneProgressFn progress_ GUARDED_BY(mu_);
+  ProgressFn progress_ GUARDED_BY(mu_);
   AnswerFn done_ GUARDED_BY(mu_);
 };
 
@@ -202,7 +202,7 @@ TransposeService::TransposeService(std::vector<std::unique_ptr<Backend>> backend
   }
   for (size_t i = 0; i < backends_.size(); ++i) wake_.push_back(std::make_unique<CondVar>());
   for (size_t i = 0; i < backends_.size(); ++i)
-    threads_.emplace_back([this, i] { WorkerLoop(static_cast<int>(i)); });
+    threads_.emplace_back([this, i] { TuneLoop(static_cast<int>(i)); });
 }
 
 TransposeService::~TransposeService() { Shutdown(); }
@@ -358,7 +358,7 @@ std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int devic
 }
 
 std::shared_ptr<TransposeService::Waiter> TransposeService::JoinLocked(
-    const std::shared_ptr<Job>& job, TuneProgressFn progress, AnswerFn done, bool background) {
+    const std::shared_ptr<Job>& job, ProgressFn progress, AnswerFn done, bool background) {
   if (!background) job->background.store(false);  // a caller waits for it now
   auto waiter = std::make_shared<Waiter>(std::move(progress), std::move(done));
   MutexLock l(&job->mu);
@@ -373,31 +373,46 @@ StatusOr<int> TransposeService::CheckRequest(const Problem& problem, const Devic
   return index;
 }
 
+StatusOr<int> TransposeService::ResolveRequest(const Problem& problem, const DeviceRef& device,
+                                               const std::string& device_class,
+                                               double budget_seconds) const {
+  int index = -1;
+  if (!device_class.empty()) {
+    // A peer asks for any device of a class.
+    for (size_t i = 0; i < classes_.size() && index < 0; ++i)
+      if (classes_[i] == device_class) index = static_cast<int>(i);
+    if (index < 0)
+      return Status::NotFound("device_class: this daemon has no device of class " +
+                              Quote(device_class));
+  } else {
+    TR_ASSIGN_OR_RETURN(index, ResolveDevice(device));
+  }
+  TR_RETURN_IF_ERROR(CheckShape(problem, index));
+  TR_RETURN_IF_ERROR(CheckTuneBudget(budget_seconds));
+  return index;
+}
+
+TuneOptions TransposeService::TuneOptionsFor(double budget_seconds, bool exhaustive) const {
+  TuneOptions options = options_.tune;
+  options.budget_seconds = budget_seconds > 0 ? budget_seconds : options_.tune_budget_seconds;
+  options.exhaustive = exhaustive;
+  return options;
+}
+
 std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
-    const ConfigRequest& request, AnswerFn done, TuneProgressFn progress, const AdmitFn& admit) {
+    const ConfigRequest& request, ProgressFn progress, AnswerFn done, const AdmitFn& admit) {
   auto fail = [&done](Status s) -> std::shared_ptr<Waiter> {
     done(std::move(s));
     return nullptr;
   };
-  int device = -1;
-  if (!request.device_class.empty()) {
-    // A peer asks for any device of a class.
-    for (size_t i = 0; i < classes_.size() && device < 0; ++i)
-      if (classes_[i] == request.device_class) device = static_cast<int>(i);
-    if (device < 0)
-      return fail(Status::NotFound("device_class: this daemon has no device of class " +
-                                   Quote(request.device_class)));
-  } else {
-    auto resolved = ResolveDevice(request.device);
-    if (!resolved.ok()) return fail(resolved.status());
-    device = *resolved;
-  }
-  const Problem& problem = request.problem;
   // A hit needs the shape checked only: the stored winner shows that a configuration runs it.
-  // The candidates (computed in this process, never by a worker: tuner/backend.h) are checked
-  // on a miss, below.
-  if (Status s = CheckShape(problem, device); !s.ok()) return fail(std::move(s));
-  if (Status s = CheckTuneBudget(request.budget_seconds); !s.ok()) return fail(std::move(s));
+  // The candidates (computed in this process, never by a worker process: tuner/backend.h) are
+  // checked on a miss, below.
+  const StatusOr<int> resolved = ResolveRequest(request.problem, request.device,
+                                                request.device_class, request.budget_seconds);
+  if (!resolved.ok()) return fail(resolved.status());
+  const int device = *resolved;
+  const Problem& problem = request.problem;
   const std::string& fp = fingerprints_[device];
   const std::string& cls = classes_[device];
 
@@ -473,12 +488,9 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
           if (Status full = CheckQueueLocked(device); !full.ok()) {
             second_lookup = full;
           } else {
-            TuneOptions options = options_.tune;
-            options.budget_seconds = request.budget_seconds > 0 ? request.budget_seconds
-                                                                : options_.tune_budget_seconds;
-            options.exhaustive = request.exhaustive;
-            job = EnqueueLocked(device, problem, std::move(options), /*forced=*/false,
-                                request.background);
+            job = EnqueueLocked(device, problem,
+                                TuneOptionsFor(request.budget_seconds, request.exhaustive),
+                                /*forced=*/false, request.background);
             inflight_[key] = job;
           }
         }
@@ -562,20 +574,18 @@ StatusOr<ConfigAnswer> TransposeService::AnswerNow(int device, const Problem& pr
 }
 
 std::shared_ptr<TransposeService::Waiter> TransposeService::StartTune(
-    const ForcedTuneRequest& request, TuneProgressFn progress, AnswerFn done) {
+    const ForcedTuneRequest& request, ProgressFn progress, AnswerFn done) {
   auto fail = [&done](Status s) -> std::shared_ptr<Waiter> {
     done(std::move(s));
     return nullptr;
   };
-  auto resolved = ResolveDevice(request.device);
+  // The same prologue as StartGetConfig; a forced tune needs the candidates at once.
+  const StatusOr<int> resolved = ResolveRequest(request.problem, request.device,
+                                                /*device_class=*/"", request.budget_seconds);
   if (!resolved.ok()) return fail(resolved.status());
   const int device = *resolved;
   if (Status s = CheckProblem(request.problem, device); !s.ok()) return fail(std::move(s));
-  if (Status s = CheckTuneBudget(request.budget_seconds); !s.ok()) return fail(std::move(s));
-  TuneOptions options = options_.tune;
-  options.budget_seconds =
-      request.budget_seconds > 0 ? request.budget_seconds : options_.tune_budget_seconds;
-  options.exhaustive = request.exhaustive;
+  TuneOptions options = TuneOptionsFor(request.budget_seconds, request.exhaustive);
 
   std::shared_ptr<Waiter> waiter;
   Status queue_full;
@@ -623,12 +633,12 @@ struct Rendezvous {
 
 StatusOr<ConfigAnswer> TransposeService::GetConfig(const ConfigRequest& request) {
   auto r = std::make_shared<Rendezvous<StatusOr<ConfigAnswer>>>();
-  StartGetConfig(request, [r](StatusOr<ConfigAnswer> a) { r->Put(std::move(a)); });
+  StartGetConfig(request, nullptr, [r](StatusOr<ConfigAnswer> a) { r->Put(std::move(a)); });
   return r->Take();
 }
 
 StatusOr<ConfigAnswer> TransposeService::Tune(const ForcedTuneRequest& request,
-                                              const TuneProgressFn& progress) {
+                                              const ProgressFn& progress) {
   auto r = std::make_shared<Rendezvous<StatusOr<ConfigAnswer>>>();
   StartTune(request, progress, [r](StatusOr<ConfigAnswer> a) { r->Put(std::move(a)); });
   return r->Take();
@@ -645,7 +655,7 @@ std::shared_ptr<TransposeService::Job> TransposeService::PopLocked(int device) {
   return job;
 }
 
-void TransposeService::WorkerLoop(int device) {
+void TransposeService::TuneLoop(int device) {
   const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(options_.polite.sample_interval_seconds));
   std::chrono::steady_clock::time_point last_sample{};  // never

@@ -1,6 +1,6 @@
 // TransposeService: the daemon's logic, free of gRPC so that it can be tested directly.
 //
-// It owns one Backend per device (device i = backends[i]) and one worker thread per device that
+// It owns one Backend per device (device i = backends[i]) and one tune thread per device that
 // runs that device's tunes one at a time, so measurements never overlap. GetConfig answers from
 // the Store when it can; on a miss it tunes, and concurrent requests for the same (device
 // fingerprint, problem key) share one tuning run ("single flight"). Lookups never wait behind a
@@ -15,7 +15,7 @@
 //
 // Asynchronous: StartGetConfig / StartTune never block on a tune. They answer through a callback,
 // at once on the calling thread (cache hit, bad input, CACHE_ONLY miss) or later on the device's
-// worker thread when the tune ends; no thread waits for a tune. A request that no longer wants its
+// tune thread when the tune ends; no thread waits for a tune. A request that no longer wants its
 // answer (the client went away, its deadline passed) Detach()es: the tune still runs to the end
 // and is stored, so a retry a little later finds it in the cache. Tunes are cancelled only by
 // Shutdown(), which answers every waiting request CANCELLED at once. GetConfig / Tune are blocking
@@ -129,7 +129,7 @@ struct EntryQuery {
 };
 
 // Hooks for metrics: the service calls them as things happen, from the thread where they happen
-// (request threads, device workers), never with a service lock held. Implementations must be
+// (request threads, device tune threads), never with a service lock held. Implementations must be
 // thread-safe and quick.
 class ServiceObserver {
  public:
@@ -145,7 +145,7 @@ class ServiceObserver {
 };
 
 // Asks peer daemons (server/fleet/peers.h) for a stored result of `problem` measured on a device of
-// `device`'s class; nullopt when none has one. Called on a device worker before a tune.
+// `device`'s class; nullopt when none has one. Called on a device's tune thread before a tune.
 using PeerLookupFn =
     std::function<std::optional<TuneResult>(const DeviceInfo& device, const Problem& problem)>;
 
@@ -198,9 +198,8 @@ struct ServiceCounters {
   int64_t cache_misses = 0;
 };
 
-// For each candidate result of a tune: (result, 1-based index, quick-pass total). Called on the
-// device's worker thread, in order, all before the answer.
-using TuneProgressFn = std::function<void(const CandidateResult&, int, int)>;
+// A request's `progress` is the tuner's ProgressFn (tuner/tuner.h), called on the device's tune
+// thread, in order, all before the answer.
 // The answer to one request, called exactly once unless the request detached first.
 using AnswerFn = std::function<void(StatusOr<ConfigAnswer>)>;
 // Whether a request may wait for a tune (the gRPC layer's per-client cap on waiting calls,
@@ -213,8 +212,8 @@ class TransposeService {
   // One request waiting for its answer; Detach() with it.
   class Waiter;
 
-  // Registers every device with the store (Store::UpsertDevice) and starts one worker per
-  // device. `store` must outlive the service. INVALID_ARGUMENT without any backend.
+  // Registers every device with the store (Store::UpsertDevice) and starts one tune thread
+  // per device. `store` must outlive the service. INVALID_ARGUMENT without any backend.
   static StatusOr<std::unique_ptr<TransposeService>> Create(
       std::vector<std::unique_ptr<Backend>> backends, Store* store, ServiceOptions options);
   ~TransposeService();  // Shutdown(), then destroys the backends.
@@ -229,9 +228,8 @@ class TransposeService {
   // down; whatever the tune returned otherwise. Returns the request's Waiter while it waits for a
   // tune, null when `done` was already called. `progress` (may be empty) sees the candidate
   // results of the tune the request waits for (started or joined), from then on.
-  std::shared_ptr<Waiter> StartGetConfig(const ConfigRequest& request, AnswerFn done,
-                                         TuneProgressFn progress = nullptr,
-                                         const AdmitFn& admit = nullptr);
+  std::shared_ptr<Waiter> StartGetConfig(const ConfigRequest& request, ProgressFn progress,
+                                         AnswerFn done, const AdmitFn& admit = nullptr);
 
   // What StartGetConfig / StartTune would refuse a problem for before anything starts: NOT_FOUND
   // "problem.device: ..." for an unknown device, INVALID_ARGUMENT / RESOURCE_EXHAUSTED naming
@@ -243,7 +241,7 @@ class TransposeService {
   // A forced, fresh tune (stored like any other). `progress` (may be empty) sees every candidate
   // result as it completes. GetConfig requests for the same problem that arrive while it is
   // queued or running join it. Returns as StartGetConfig.
-  std::shared_ptr<Waiter> StartTune(const ForcedTuneRequest& request, TuneProgressFn progress,
+  std::shared_ptr<Waiter> StartTune(const ForcedTuneRequest& request, ProgressFn progress,
                                     AnswerFn done);
 
   // The request no longer wants its answer: its callbacks are dropped (one already running may
@@ -252,7 +250,7 @@ class TransposeService {
 
   // Blocking forms of the above, for in-process callers: wait for the answer.
   StatusOr<ConfigAnswer> GetConfig(const ConfigRequest& request);
-  StatusOr<ConfigAnswer> Tune(const ForcedTuneRequest& request, const TuneProgressFn& progress);
+  StatusOr<ConfigAnswer> Tune(const ForcedTuneRequest& request, const ProgressFn& progress);
 
   // The daemon's devices, index = position.
   std::vector<DeviceInfo> ListDevices() const;
@@ -287,7 +285,7 @@ class TransposeService {
                               const std::string& field = "problem.device") const;
 
   // Cancels every queued and running tune, answers every waiting request CANCELLED and joins
-  // the device workers. Idempotent; later requests that would tune get CANCELLED.
+  // the device tune threads. Idempotent; later requests that would tune get CANCELLED.
   void Shutdown() EXCLUDES(mu_);
   bool shutting_down() const { return shutdown_.load(); }
 
@@ -311,6 +309,15 @@ class TransposeService {
                     const std::string& field = "problem") const;
   Status CheckProblem(const Problem& problem, int device,
                       const std::string& field = "problem") const;
+  // The one prologue of StartGetConfig and StartTune, in this order: the device (of
+  // `device_class` when it is set: a peer's way of asking; else `device`), the problem's shape
+  // (CheckShape), the budget (CheckTuneBudget). The device's index, or the refusal. The candidates
+  // (CheckProblem) come after: on a miss for GetConfig, at once for a forced tune.
+  StatusOr<int> ResolveRequest(const Problem& problem, const DeviceRef& device,
+                               const std::string& device_class, double budget_seconds) const;
+  // The options of a tune that asks for `budget_seconds` (<= 0: the service's default) and
+  // `exhaustive`.
+  TuneOptions TuneOptionsFor(double budget_seconds, bool exhaustive) const;
   // RESOURCE_EXHAUSTED with a retry hint when the device's queue is full.
   Status CheckQueueLocked(int device) const REQUIRES(mu_);
   // Creates and enqueues a job.
@@ -320,7 +327,7 @@ class TransposeService {
                                      bool forced, bool background = false) REQUIRES(mu_);
   // Adds a waiter to a job that is not done (mu_ held, so the job cannot finish meanwhile).
   // A waiter that is not `background` makes the job urgent (no longer polite).
-  std::shared_ptr<Waiter> JoinLocked(const std::shared_ptr<Job>& job, TuneProgressFn progress,
+  std::shared_ptr<Waiter> JoinLocked(const std::shared_ptr<Job>& job, ProgressFn progress,
                                      AnswerFn done, bool background = false) REQUIRES(mu_);
   // The next job of a device's queue (mu_ held): the first one a caller waits for, else the
   // first; null when empty.
@@ -336,7 +343,7 @@ class TransposeService {
   // Records a result's contention for QueueRemeasure (bounded), or forgets it when empty.
   void NoteContended(int device, const Problem& problem, const std::string& contention)
       EXCLUDES(mu_);
-  void WorkerLoop(int device) EXCLUDES(mu_);
+  void TuneLoop(int device) EXCLUDES(mu_);
   void RunJob(int device, const std::shared_ptr<Job>& job) EXCLUDES(mu_);
   // The shared store's answer to a job's miss (on its thread): a result answers the job, a lease
   // or an unavailable store puts it on its device's queue.
@@ -367,7 +374,7 @@ class TransposeService {
   mutable Mutex mu_;
   // In-flight tunes by "fingerprint|problem key" (the one that GetConfig joins).
   std::map<std::string, std::shared_ptr<Job>> inflight_ GUARDED_BY(mu_);
-  // Per device: tunes waiting for the worker, the one it runs, and its wake-up.
+  // Per device: tunes waiting for the tune thread, the one it runs, and its wake-up.
   std::vector<std::deque<std::shared_ptr<Job>>> queues_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Job>> running_ GUARDED_BY(mu_);
   // Per device: misses waiting for the shared store (counted against --max-queued-tunes).

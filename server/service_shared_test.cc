@@ -106,7 +106,7 @@ class ServiceSharedTest : public ::testing::Test {
     ConfigRequest r;
     r.problem = p;
     r.answer_now = answer_now;
-    service_->StartGetConfig(r, [promise](StatusOr<ConfigAnswer> a) {
+    service_->StartGetConfig(r, nullptr, [promise](StatusOr<ConfigAnswer> a) {
       promise->set_value(std::move(a));
     });
     return promise->get_future();

@@ -463,7 +463,7 @@ TEST_F(ServiceTest, ForcedTuneStreamsProgressBeforeTheAnswer) {
   });
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->source, AnswerSource::kTuned);
-  EXPECT_FALSE(caller_thread);  // the device worker calls it; nobody waits on a thread
+  EXPECT_FALSE(caller_thread);  // the device's tune thread calls it; nobody waits on a thread
   EXPECT_GE(seen.size(), 3u);  // every candidate at least once
   EXPECT_EQ(names, (std::set<std::string>{"slow", "fast", "medium"}));
   for (auto [index, total] : seen) {
@@ -502,7 +502,7 @@ TEST_F(ServiceTest, ADetachedRequestLeavesItsTuneRunningAndStored) {
   Start();
   tracker_->Hold();
   std::atomic<int> a_answers{0};
-  auto a = service_->StartGetConfig(Req(P(300, 300)),
+  auto a = service_->StartGetConfig(Req(P(300, 300)), nullptr,
                                     [&](StatusOr<ConfigAnswer>) { a_answers.fetch_add(1); });
   ASSERT_NE(a, nullptr);  // waiting for the tune
   auto b = std::async(std::launch::async, [&] { return service_->GetConfig(Req(P(300, 300))); });
@@ -520,7 +520,7 @@ TEST_F(ServiceTest, ADetachedRequestLeavesItsTuneRunningAndStored) {
   // A lone request that goes away: its tune still runs to the end and is stored.
   tracker_->Hold();
   std::atomic<int> c_answers{0};
-  auto c = service_->StartGetConfig(Req(P(500, 500)),
+  auto c = service_->StartGetConfig(Req(P(500, 500)), nullptr,
                                     [&](StatusOr<ConfigAnswer>) { c_answers.fetch_add(1); });
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(tracker_->WaitActive(1));
@@ -544,7 +544,7 @@ TEST_F(ServiceTest, CacheHitsAndErrorsAnswerOnTheCallingThread) {
   const auto me = std::this_thread::get_id();
   std::optional<std::thread::id> where;
   StatusOr<ConfigAnswer> got = Status::Internal("not called");
-  auto w = service_->StartGetConfig(Req(P(40, 40)), [&](StatusOr<ConfigAnswer> a) {
+  auto w = service_->StartGetConfig(Req(P(40, 40)), nullptr, [&](StatusOr<ConfigAnswer> a) {
     where = std::this_thread::get_id();
     got = std::move(a);
   });
@@ -555,7 +555,7 @@ TEST_F(ServiceTest, CacheHitsAndErrorsAnswerOnTheCallingThread) {
   EXPECT_EQ(got->source, AnswerSource::kCache);
 
   where.reset();
-  w = service_->StartGetConfig(Req(P(0, 40)), [&](StatusOr<ConfigAnswer> a) {
+  w = service_->StartGetConfig(Req(P(0, 40)), nullptr, [&](StatusOr<ConfigAnswer> a) {
     where = std::this_thread::get_id();
     got = std::move(a);
   });

@@ -7,7 +7,7 @@
 //
 // Thread-safety: a Backend's const methods may be called from any thread. A Session is used by
 // one thread at a time, and at most one Session per device measures at a time (the daemon's
-// per-device worker guarantees this, so that measurements never overlap).
+// per-device tune thread guarantees this, so that measurements never overlap).
 #pragma once
 
 #include <atomic>

@@ -4,7 +4,7 @@
 // one interceptor for logging and metrics), answers from its SQLite cache and tunes on a miss.
 // SIGINT/SIGTERM/SIGHUP are blocked in every thread; a dedicated thread sigwait()s for them.
 // SIGHUP reopens the log file (for logrotate). SIGINT/SIGTERM shut down from normal context:
-// cancel tunes, stop the server, join device workers, close the database, exit 0.
+// cancel tunes, stop the server, join the device tune threads, close the database, exit 0.
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -805,7 +805,7 @@ int main(int argc, char** argv) {
         f.connects, f.published_written, f.published_kept, f.dropped, f.leases_lost,
         f.notifications);
   }
-  service->reset();  // joins the device workers (already joined by Shutdown)
+  service->reset();  // joins the device tune threads (already joined by Shutdown)
   store->reset();    // closes the database
   spdlog::info("shutdown complete");
   transposed::RemoveGrpcLogHook();

@@ -30,9 +30,9 @@ std::chrono::milliseconds Ms(double seconds) {
 }  // namespace
 
 // The thread's state: the connections, the misses in progress, the leases held.
-class FleetFlight::Worker {
+class FleetFlight::ThreadState {
  public:
-  explicit Worker(FleetFlight* flight)
+  explicit ThreadState(FleetFlight* flight)
       : f_(flight),
         opts_(flight->options_),
         lease_(Ms(opts_.lease_seconds)),
@@ -506,8 +506,8 @@ FleetFlight::~FleetFlight() {
 }
 
 void FleetFlight::Loop() {
-  Worker worker(this);
-  worker.Run();
+  ThreadState state(this);
+  state.Run();
 }
 
 void FleetFlight::Wake() {

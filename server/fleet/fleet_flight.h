@@ -118,7 +118,7 @@ class FleetFlight final : public SharedFlight {
     std::string median;  // kPublish
     std::string entry;   // kPublish
   };
-  class Worker;  // the thread's own state (no lock: only the thread touches it)
+  class ThreadState;  // the thread's own state (no lock: only the thread touches it)
 
   explicit FleetFlight(FleetOptions options);
   void Loop();

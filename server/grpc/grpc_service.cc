@@ -217,7 +217,7 @@ class GrpcTransposer::GetConfigCall : public Call<GetConfigCall, grpc::ServerUna
     // Counted by the call limiter only when it is about to wait for a tune: a hit, a CACHE_ONLY
     // miss and an ANSWER_NOW answer never wait, and are never refused for the waiting ones.
     HoldWaiter(owner_->service_->StartGetConfig(
-        *req, [self](StatusOr<ConfigAnswer> answer) { self->Complete(answer); }, nullptr,
+        *req, nullptr, [self](StatusOr<ConfigAnswer> answer) { self->Complete(answer); },
         [self] { return self->owner_->Admit("GetConfig", self->context_, &self->slot_); }));
   }
 
@@ -314,7 +314,7 @@ grpc::Slice GrpcTransposer::HitBytes(const ConfigAnswer& answer, google::protobu
   return hit_answers_.Keep(answer.stored, answer.device_index, message->SerializeAsString());
 }
 
-// A server stream fed from other threads (device workers): messages are queued and written one
+// A server stream fed from other threads (device tune threads): messages are queued and written one
 // at a time (gRPC allows one write in flight); the end (an answer and a status, or an error) is
 // decided once and finishes the stream after everything queued before it. A client that goes
 // away (a failed write, a cancellation, a passed deadline) drops what is not written yet and
@@ -430,7 +430,7 @@ class GrpcTransposer::StreamCall : public Call<Derived, grpc::ServerWriteReactor
   int written_ GUARDED_BY(mu_) = 0;
 };
 
-// One Tune call: candidate results arrive on the device worker's thread and are streamed as they
+// One Tune call: candidate results arrive on the device's tune thread and are streamed as they
 // come; the answer or the error ends the stream after them.
 class GrpcTransposer::TuneCall : public StreamCall<TuneCall, v1::TuneProgress> {
  private:
@@ -582,7 +582,7 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
     StartNext();
   }
 
-  // Starts the problems in order until one waits for a tune (its answer, on the device worker's
+  // Starts the problems in order until one waits for a tune (its answer, on the device's tune
   // thread, goes on from there), the client has gone, or all are answered (then the stream ends).
   void StartNext() {
     while (true) {
@@ -602,7 +602,7 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
       }
       const Item& item = items_[static_cast<size_t>(i)];
       // Whoever comes second, the starter or the answer, goes on with the next problem: the
-      // answer may come at once (a cache hit), or on the worker before the start returns.
+      // answer may come at once (a cache hit), or on the tune thread before the start returns.
       auto step = std::make_shared<std::atomic<int>>(0);
       std::shared_ptr<TuneManyCall> self = self_;
       const int64_t bytes = item.problem.bytes();
@@ -638,7 +638,7 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
         req.budget_seconds = budget_seconds_;
         req.exhaustive = exhaustive_;
         req.background = background_;
-        waiter = owner_->service_->StartGetConfig(req, std::move(done), std::move(progress));
+        waiter = owner_->service_->StartGetConfig(req, std::move(progress), std::move(done));
       }
       // Problem i is the one in flight: the next starts only once both its start (here) and
       // its answer are through.

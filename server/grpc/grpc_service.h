@@ -10,7 +10,7 @@
 // copies and serialises no message; every other answer is built and serialised per call.
 //
 // GetConfig and Tune are reactors: no thread waits while a tune runs. The service answers them
-// through a callback (on the device worker's thread, or at once on a cache hit) and they finish
+// through a callback (on the device's tune thread, or at once on a cache hit) and they finish
 // then. Tune writes one TuneProgress per candidate result as it completes (one write in flight,
 // the rest queued), then the final Answer. A client that goes away, or whose deadline passes,
 // detaches from its tune (TransposeService::Detach): the RPC ends CANCELLED at once, the tune runs

@@ -260,7 +260,7 @@ TEST_F(CudaBackendFaultTest, ChecksCatchWrongBytesAndGapWritesOnAReusedReference
     EXPECT_TRUE(check(good).ok());
     ASSERT_EQ(failed, 3);
     // Every failure here follows a passing check, so it failed on the reused reference and was
-    // run once more on fresh input (GpuWorker::Check): one more poison and compare each.
+    // run once more on fresh input (GpuMeasurer::Check): one more poison and compare each.
     const TimeBreakdown phases = s.TakePhases();
     const int references = phases.count("worker.check.reference");
     const int compares = phases.count("worker.check.compare");

@@ -21,14 +21,14 @@ constexpr char kNvmlLibrary[] = "libnvidia-ml.so.1";
 
 class CudaEngine : public worker::Engine {
  public:
-  CudaEngine(std::unique_ptr<GpuWorker> gpu, bool test_faults)
+  CudaEngine(std::unique_ptr<GpuMeasurer> gpu, bool test_faults)
       : gpu_(std::move(gpu)), test_faults_(test_faults) {}
 
   StatusOr<DeviceInfo> Describe() override { return gpu_->Describe(); }
 
   // The kernels/ family of this build. The vendor members (cublas.geam, cutensor.permute)
   // canonicalize NaN payloads (kernels/config.h): offered for value-exact problems only, checked
-  // value-exact there (GpuWorker::Check), and only where their library loads in this worker
+  // value-exact there (GpuMeasurer::Check), and only where their library loads in this worker
   // (kernels::VendorAvailable; the first ask loads it).
   worker::CandidateFamily Family() override {
     worker::CandidateFamily f;
@@ -69,7 +69,7 @@ class CudaEngine : public worker::Engine {
   TimeBreakdown TakePhases() override { return gpu_->TakePhases(); }
 
  private:
-  std::unique_ptr<GpuWorker> gpu_;
+  std::unique_ptr<GpuMeasurer> gpu_;
   const bool test_faults_;
   std::unique_ptr<NvmlProbe> probe_;
 };
@@ -77,7 +77,7 @@ class CudaEngine : public worker::Engine {
 }  // namespace
 
 StatusOr<std::unique_ptr<worker::Engine>> CreateCudaEngine(int device, bool test_faults) {
-  TR_ASSIGN_OR_RETURN(std::unique_ptr<GpuWorker> gpu, CreateGpuWorker(device, test_faults));
+  TR_ASSIGN_OR_RETURN(std::unique_ptr<GpuMeasurer> gpu, CreateGpuMeasurer(device, test_faults));
   return std::unique_ptr<worker::Engine>(std::make_unique<CudaEngine>(std::move(gpu), test_faults));
 }
 

@@ -1,4 +1,4 @@
-// CudaEngine: the worker Engine (tuner/worker/engine.h) of one GPU. It wraps GpuWorker
+// CudaEngine: the worker Engine (tuner/worker/engine.h) of one GPU. It wraps GpuMeasurer
 // (gpu_measurer.h: the CUDA context, buffers, checks and timers) and lists the kernels/ family's
 // configurations valid for a problem as the candidates. Served by transposed-worker
 // (worker_main.cc) through the generic loop (tuner/worker/serve.h).

@@ -78,10 +78,10 @@ struct Parsed {
   std::optional<kernels::PreparedLaunch> launch;
 };
 
-class GpuWorkerImpl : public GpuWorker {
+class GpuMeasurerImpl : public GpuMeasurer {
  public:
-  GpuWorkerImpl(int device, bool faults) : device_(device), faults_(faults) {}
-  ~GpuWorkerImpl() override {
+  GpuMeasurerImpl(int device, bool faults) : device_(device), faults_(faults) {}
+  ~GpuMeasurerImpl() override {
     if (!broken_) {
       buffers_.reset();
       events_.reset();
@@ -386,10 +386,10 @@ StatusOr<int> CudaDeviceCount() {
   return n;
 }
 
-StatusOr<std::unique_ptr<GpuWorker>> CreateGpuWorker(int device, bool enable_test_faults) {
-  auto w = std::make_unique<GpuWorkerImpl>(device, enable_test_faults);
+StatusOr<std::unique_ptr<GpuMeasurer>> CreateGpuMeasurer(int device, bool enable_test_faults) {
+  auto w = std::make_unique<GpuMeasurerImpl>(device, enable_test_faults);
   TR_RETURN_IF_ERROR(w->Init());
-  return std::unique_ptr<GpuWorker>(std::move(w));
+  return std::unique_ptr<GpuMeasurer>(std::move(w));
 }
 
 }  // namespace transposed::cuda_worker

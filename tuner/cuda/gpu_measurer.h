@@ -1,4 +1,4 @@
-// GpuWorker: what the `transposed-worker` process does on its one GPU, behind a plain C++ face.
+// GpuMeasurer: what the `transposed-worker` process does on its one GPU, behind a plain C++ face.
 //
 // It owns the CUDA context of one device, the open problem's rotating input/output buffers, the
 // reference output and the timers; CudaEngine (cuda_engine.h) serves it through the worker
@@ -18,9 +18,9 @@
 
 namespace transposed::cuda_worker {
 
-class GpuWorker {
+class GpuMeasurer {
  public:
-  virtual ~GpuWorker() = default;
+  virtual ~GpuMeasurer() = default;
   virtual StatusOr<DeviceInfo> Describe() = 0;
   // Allocates and fills buffers for `p`, replacing any open problem. RESOURCE_EXHAUSTED when it
   // does not fit in the device's free memory.
@@ -39,6 +39,6 @@ StatusOr<int> CudaDeviceCount();
 
 // Selects the device and creates its context. enable_test_faults makes kFaultCandidateName a
 // known candidate.
-StatusOr<std::unique_ptr<GpuWorker>> CreateGpuWorker(int device, bool enable_test_faults);
+StatusOr<std::unique_ptr<GpuMeasurer>> CreateGpuMeasurer(int device, bool enable_test_faults);
 
 }  // namespace transposed::cuda_worker

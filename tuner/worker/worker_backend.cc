@@ -17,12 +17,13 @@
 namespace transposed::worker {
 namespace {
 
-// The worker of one device, shared by its backend and its sessions. All exchanges hold mu_.
+// The channel to one device's worker process (it starts, restarts and talks to the process),
+// shared by the device's backend and its sessions. All exchanges hold mu_.
 // Every start after the first is a restart (the previous process died or was killed): it is
 // counted through on_restart (the backend's CountWorkerRestart, read by the daemon's metrics).
-class DeviceWorker {
+class WorkerChannel {
  public:
-  DeviceWorker(const WorkerBackendOptions& o, int index)
+  WorkerChannel(const WorkerBackendOptions& o, int index)
       : index_(index),
         timeout_s_(o.request_timeout_s),
         process_(o.path, Args(o, index), o.on_stderr) {}
@@ -165,16 +166,16 @@ class DeviceWorker {
 
 class WorkerSession : public Session {
  public:
-  WorkerSession(std::shared_ptr<DeviceWorker> worker, uint64_t id, Problem p,
+  WorkerSession(std::shared_ptr<WorkerChannel> channel, uint64_t id, Problem p,
                 TimeBreakdown open_phases)
-      : worker_(std::move(worker)), id_(id), problem_(std::move(p)),
+      : channel_(std::move(channel)), id_(id), problem_(std::move(p)),
         phases_(std::move(open_phases)) {}
-  ~WorkerSession() override { worker_->Close(id_); }
+  ~WorkerSession() override { channel_->Close(id_); }
 
   Status Check(const Candidate& c) override {
     pb::Request req;
     *req.mutable_check()->mutable_candidate() = VariantToProto(c, "");
-    return worker_->SessionCall(id_, problem_, req, c.name, &phases_).status();
+    return channel_->SessionCall(id_, problem_, req, c.name, &phases_).status();
   }
 
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& opt) override {
@@ -182,7 +183,7 @@ class WorkerSession : public Session {
     *req.mutable_measure()->mutable_candidate() = VariantToProto(c, "");
     ToProto(opt, req.mutable_measure()->mutable_options());
     TR_ASSIGN_OR_RETURN(pb::Response r,
-                        worker_->SessionCall(id_, problem_, req, c.name, &phases_));
+                        channel_->SessionCall(id_, problem_, req, c.name, &phases_));
     if (!r.has_measure()) return Status::Internal("worker: measure answered with another kind");
     return MeasurementFromProto("measurement", r.measure().measurement(), false);
   }
@@ -191,7 +192,7 @@ class WorkerSession : public Session {
     pb::Request req;
     ToProto(opt, req.mutable_ceiling()->mutable_options());
     TR_ASSIGN_OR_RETURN(pb::Response r,
-                        worker_->SessionCall(id_, problem_, req, "the copy ceiling", &phases_));
+                        channel_->SessionCall(id_, problem_, req, "the copy ceiling", &phases_));
     if (!r.has_ceiling()) return Status::Internal("worker: ceiling answered with another kind");
     return MeasurementFromProto("measurement", r.ceiling().measurement(), false);
   }
@@ -199,7 +200,7 @@ class WorkerSession : public Session {
   TimeBreakdown TakePhases() override { return std::exchange(phases_, TimeBreakdown()); }
 
  private:
-  std::shared_ptr<DeviceWorker> worker_;
+  std::shared_ptr<WorkerChannel> channel_;
   const uint64_t id_;
   const Problem problem_;
   TimeBreakdown phases_;  // the worker's, since the last TakePhases
@@ -207,13 +208,13 @@ class WorkerSession : public Session {
 
 class WorkerBackend : public Backend {
  public:
-  WorkerBackend(std::shared_ptr<DeviceWorker> worker, DeviceInfo device, CandidateFamily family)
-      : worker_(std::move(worker)), device_(std::move(device)), family_(std::move(family)),
+  WorkerBackend(std::shared_ptr<WorkerChannel> channel, DeviceInfo device, CandidateFamily family)
+      : channel_(std::move(channel)), device_(std::move(device)), family_(std::move(family)),
         here_(CandidatesHere(family_)) {
     // Sessions share the worker but never outlive their backend (tuner/backend.h).
-    worker_->set_on_restart([this] { CountWorkerRestart(); });
+    channel_->set_on_restart([this] { CountWorkerRestart(); });
   }
-  ~WorkerBackend() override { worker_->set_on_restart(nullptr); }
+  ~WorkerBackend() override { channel_->set_on_restart(nullptr); }
 
   const DeviceInfo& device() const override { return device_; }
 
@@ -239,11 +240,11 @@ class WorkerBackend : public Backend {
 
   StatusOr<std::unique_ptr<Session>> Open(const Problem& p) override {
     TR_RETURN_IF_ERROR(ValidateProblem(p, device_.memory_bytes));
-    const uint64_t id = worker_->NewSessionId();
+    const uint64_t id = channel_->NewSessionId();
     TimeBreakdown phases;
-    TR_RETURN_IF_ERROR(worker_->Open(id, p, &phases));
+    TR_RETURN_IF_ERROR(channel_->Open(id, p, &phases));
     return std::unique_ptr<Session>(
-        std::make_unique<WorkerSession>(worker_, id, p, std::move(phases)));
+        std::make_unique<WorkerSession>(channel_, id, p, std::move(phases)));
   }
 
   // The worker's sample (worker.proto LoadRequest); a failed request is a sample without a
@@ -251,7 +252,7 @@ class WorkerBackend : public Backend {
   LoadSample SampleLoad() override {
     pb::Request req;
     req.mutable_load();
-    auto r = worker_->Call(req);
+    auto r = channel_->Call(req);
     LoadSample s;
     if (!r.ok() || !r->has_load()) {
       s.detail = "the worker did not answer the load request: " +
@@ -267,7 +268,7 @@ class WorkerBackend : public Backend {
     return s;
   }
 
-  pid_t worker_pid() const { return worker_->pid(); }
+  pid_t worker_pid() const { return channel_->pid(); }
 
  private:
   static constexpr size_t kMaxAskedProblems = 4096;
@@ -276,7 +277,7 @@ class WorkerBackend : public Backend {
   std::vector<Candidate> Ask(const Problem& p) const {
     pb::Request req;
     *req.mutable_candidates()->mutable_problem() = ProblemToProto(p);
-    auto r = worker_->Call(req);
+    auto r = channel_->Call(req);
     std::vector<Candidate> out;
     if (!r.ok() || !r->has_candidates()) {
       spdlog::warn("worker device {}: listing candidates for {}: {}", device_.index, p.ToString(),
@@ -296,7 +297,7 @@ class WorkerBackend : public Backend {
     return out;
   }
 
-  std::shared_ptr<DeviceWorker> worker_;
+  std::shared_ptr<WorkerChannel> channel_;
   const DeviceInfo device_;
   const CandidateFamily family_;
   const bool here_;  // CandidatesHere(family_)
@@ -329,10 +330,10 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeWorkerBackends(
     return backends;
   }
   for (int i = 0; i < count; ++i) {
-    auto worker = std::make_shared<DeviceWorker>(options, i);
+    auto channel = std::make_shared<WorkerChannel>(options, i);
     pb::Request req;
     req.mutable_describe();
-    auto r = worker->Call(req);
+    auto r = channel->Call(req);
     if (!r.ok() || !r->has_describe()) {
       return Status(r.ok() ? StatusCode::kInternal : r.status().code(),
                     "device " + std::to_string(i) + " of " + options.path + ": " +
@@ -358,7 +359,7 @@ StatusOr<std::vector<std::unique_ptr<Backend>>> MakeWorkerBackends(
                    "candidates are asked from the worker, once per problem",
                    options.path, i, family->kernels_library_version, kLibraryVersion);
     }
-    backends.push_back(std::make_unique<WorkerBackend>(worker, std::move(info), std::move(*family)));
+    backends.push_back(std::make_unique<WorkerBackend>(channel, std::move(info), std::move(*family)));
   }
   return backends;
 }
