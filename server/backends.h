@@ -1,5 +1,5 @@
 // BackendRegistry: the daemon's measuring backends by name, each a factory plus an availability
-// probe. `--backend NAME` (server/daemon/main.cc) builds the one named; `--backend auto` the first
+// probe. `--backend NAME` (server/daemon/daemon.cc) builds the one named; `--backend auto` the first
 // available in registration order. The daemon's registry (DaemonBackends) holds "cuda" (one
 // Backend per GPU, each measured by a transposed-worker process: tuner/cuda/cuda_backend.h),
 // then "cpu" (the host, in process: tuner/cpu/cpu_backend.h). Test-only engines are not in it; tests

@@ -1,8 +1,8 @@
-// Pieces of the daemon's start-up that main.cc composes, separated so that they can be tested:
-// the --listen address check, the strict config-file check, and the descriptor limit.
+// Pieces of the daemon's start-up that the Daemon (daemon.h) composes, separated so that they can
+// be tested: the --listen address check, the strict config-file check, and the descriptor limit.
 //
 // Pure functions except RaiseFileLimit (which changes the process's RLIMIT_NOFILE); call them
-// from main before any server thread exists.
+// before any server thread exists.
 #pragma once
 
 #include <CLI/CLI.hpp>

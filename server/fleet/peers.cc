@@ -11,6 +11,9 @@
 #include <set>
 #include <thread>
 
+#include "core/device_class.h"
+#include "server/grpc/convert.h"
+
 namespace transposed {
 namespace {
 
@@ -178,6 +181,24 @@ std::optional<v1::Answer> PeerSet::Lookup(const std::string& device_class,
   }
   if (best) spdlog::info("peer {} has {} for class {}", best_from, best->variant().name(), device_class);
   return best;
+}
+
+PeerLookupFn MakePeerLookup(PeerSet* peers, ServiceObserver* observer) {
+  return [peers, observer](const DeviceInfo& device,
+                           const Problem& problem) -> std::optional<TuneResult> {
+    std::optional<v1::Answer> answer = peers->Lookup(ClassOf(device).key, ProblemToProto(problem));
+    if (!answer) return std::nullopt;
+    v1::ExportedEntry entry;
+    *entry.mutable_measured_on() = answer->measured_on();
+    *entry.mutable_answer() = *std::move(answer);
+    StatusOr<TuneResult> row = ExportedEntryFromProto(entry);
+    if (!row.ok()) {
+      if (observer != nullptr) observer->OnEntryRefused("peer");
+      spdlog::warn("peer answer for {} refused: {}", problem.Key(), row.status().ToString());
+      return std::nullopt;
+    }
+    return std::move(row).value();
+  };
 }
 
 }  // namespace transposed

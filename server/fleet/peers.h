@@ -13,7 +13,10 @@
 // that is its own peer (it is in the Service too) answers NOT_FOUND, since it is asking because
 // it missed; cache-only requests never consult peers, so questions are never forwarded again.
 //
-// Thread-safety: Lookup may be called from many threads at once.
+// MakePeerLookup turns a PeerSet into the service's peer lookup (ServiceOptions::peer_lookup).
+//
+// Thread-safety: Lookup, and the function MakePeerLookup returns, may be called from many threads
+// at once.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -27,6 +30,7 @@
 
 #include "core/mutex.h"
 #include "core/status.h"
+#include "server/service.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
@@ -72,5 +76,12 @@ class PeerSet {
   std::map<std::string, std::shared_ptr<v1::Transposer::Stub>> stubs_ GUARDED_BY(mu_);
   std::mt19937_64 random_ GUARDED_BY(mu_){std::random_device{}()};
 };
+
+// The service's peer lookup over `peers` (which must outlive it): asks for the problem on a device
+// of `device`'s class and turns the peer's Answer into a TuneResult the way an import does
+// (Answer -> ExportedEntry -> ExportedEntryFromProto), so it is validated like any entry from
+// outside. An answer that fails is logged, counted as refused at door "peer" through `observer`
+// (may be null) and taken as no answer.
+PeerLookupFn MakePeerLookup(PeerSet* peers, ServiceObserver* observer);
 
 }  // namespace transposed
