@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "server/grpc/convert.h"
+#include "server/tune_many.h"
 #include "store/entry_validation.h"
 #include "store/store.h"
 #include "tuner/fake_backend.h"
@@ -827,6 +828,88 @@ TEST_F(ServiceTest, ReTuneWithASmallBudgetNeverDowngrades) {
   auto cached = service_->GetConfig(Req(P(128, 128), /*cache_only=*/true));
   ASSERT_TRUE(cached.ok());
   EXPECT_EQ(cached->result.best.name, "fast");
+}
+
+// TuneManyRun (server/tune_many.h), without gRPC: problems answered in order, each started only
+// after the previous one's answer (the repeated problem is a cache hit, not a join of the first
+// one's tune), candidate results reported for the tuned problem only, a bad problem answered with
+// its error while the run goes on, and the end once all are answered.
+TEST_F(ServiceTest, TuneManyRunAnswersOneProblemAfterTheOther) {
+  Start();
+  ASSERT_TRUE(service_->GetConfig(Req(P(32, 32))).ok());
+  std::mutex mu;
+  std::vector<std::string> events;
+  std::promise<Status> ended;
+  TuneManyRequest request;
+  request.problems = {P(32, 32), P(48, 64), P(0, 8), P(48, 64)};
+  request.devices.resize(request.problems.size());
+  TuneManyCallbacks callbacks;
+  callbacks.progress = [&](int i, const CandidateResult&, int, int) {
+    std::lock_guard<std::mutex> l(mu);
+    if (events.empty() || events.back() != "progress " + std::to_string(i))
+      events.push_back("progress " + std::to_string(i));
+  };
+  callbacks.answer = [&](int i, const StatusOr<ConfigAnswer>& a, int index, int total) {
+    std::lock_guard<std::mutex> l(mu);
+    events.push_back(std::to_string(i) + " " +
+                     (!a.ok()                               ? StatusCodeName(a.status().code())
+                      : a->source == AnswerSource::kCache ? std::string("cache")
+                                                          : std::string("tuned")));
+    // The index and total of the problem's last candidate result: none for a hit or an error.
+    if (!a.ok() || a->source == AnswerSource::kCache) EXPECT_EQ(total, 0) << i;
+    if (a.ok() && a->source == AnswerSource::kTuned) {
+      EXPECT_EQ(total, 3) << i;
+      EXPECT_GE(index, 1) << i;
+    }
+    return true;
+  };
+  callbacks.end = [&](const Status& s) { ended.set_value(s); };
+  auto run = TuneManyRun::Create(service_.get(), request, callbacks);
+  run->Start();
+  auto end = ended.get_future();
+  ASSERT_EQ(end.wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(end.get().ok());
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(events, (std::vector<std::string>{"0 cache", "progress 1", "1 tuned",
+                                              "2 INVALID_ARGUMENT", "3 cache"}));
+  const TuneManyRun::Counts c = run->counts();
+  EXPECT_EQ(c.cached, 2);
+  EXPECT_EQ(c.tuned, 1);
+  EXPECT_EQ(c.failed, 1);
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 2);  // the first GetConfig and problem 1
+}
+
+// Stop() (the client went away) detaches from the problem in flight, whose tune still runs to the
+// end and is stored; the problems after it never start, and nothing more is reported.
+TEST_F(ServiceTest, TuneManyRunStoppedDetachesAndStartsNothingMore) {
+  Start();
+  tracker_->Hold();
+  std::atomic<int> callbacks_seen{0};
+  TuneManyRequest request;
+  request.problems = {P(64, 64), P(80, 64)};
+  request.devices.resize(request.problems.size());
+  TuneManyCallbacks callbacks;
+  callbacks.progress = [&](int, const CandidateResult&, int, int) { callbacks_seen++; };
+  callbacks.answer = [&](int, const StatusOr<ConfigAnswer>&, int, int) {
+    callbacks_seen++;
+    return true;
+  };
+  callbacks.end = [&](const Status&) { callbacks_seen++; };
+  auto run = TuneManyRun::Create(service_.get(), request, callbacks);
+  run->Start();
+  ASSERT_TRUE(tracker_->WaitActive(1));
+  run->Stop();
+  tracker_->Release();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (service_->counters().tunes_completed < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(service_->counters().tunes_completed, 1);
+  auto stored = service_->GetConfig(Req(P(64, 64), /*cache_only=*/true));
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_FALSE(service_->GetConfig(Req(P(80, 64), /*cache_only=*/true)).ok());
+  EXPECT_EQ(tracker_->Get(&Tracker::opens), 1);
+  EXPECT_EQ(callbacks_seen.load(), 0);
+  run->Stop();  // idempotent
 }
 
 }  // namespace

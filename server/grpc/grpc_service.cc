@@ -20,17 +20,11 @@
 #include "proto/grpc_status.h"
 #include "proto/problem_proto.h"
 #include "server/grpc/convert.h"
+#include "server/tune_many.h"
 
 namespace transposed {
 
 namespace {
-
-// Ends a unary call answered on the calling thread: the default reactor, finished with `status`.
-grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context, const Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 // How a request named its device, for the log line when there is no answer to take it from.
 std::string DescribeSelector(const v1::DeviceSelector& s) {
@@ -63,25 +57,6 @@ std::vector<v1::Device> DeviceProtos(const TransposeService* service) {
   return out;
 }
 
-v1::DeviceLoad DeviceLoadToProto(const DeviceLoad& l) {
-  v1::DeviceLoad out;
-  out.set_state(std::string(LoadStateName(l.state)));
-  out.set_source(l.sample.source);
-  out.set_detail(l.sample.detail);
-  out.set_utilization_percent(l.sample.utilization_percent);
-  out.set_other_processes(l.sample.other_processes);
-  out.set_sampled_at_unix_ms(l.sampled_at_unix_ms);
-  out.set_tune_contention(l.tune_contention);
-  out.set_background_waiting(l.background_waiting);
-  out.set_background_abandoned(l.background_abandoned);
-  out.set_last_abandoned(l.last_abandoned);
-  return out;
-}
-
-// The most bytes of entries one ListEntries answer carries (a default client accepts 4 MiB): the
-// service's page bound (server/service.h), measured here in serialised bytes.
-constexpr size_t kMaxListReplyBytes = kMaxEntryPageBytes;
-
 }  // namespace
 
 GrpcTransposer::GrpcTransposer(TransposeService* service, RpcNotes* notes, AdminGate gate,
@@ -90,6 +65,13 @@ GrpcTransposer::GrpcTransposer(TransposeService* service, RpcNotes* notes, Admin
       notes_(notes), gate_(std::move(gate)), limiter_(limiter) {}
 
 GrpcTransposer::~GrpcTransposer() = default;
+
+grpc::ServerUnaryReactor* GrpcTransposer::FinishNow(grpc::CallbackServerContext* context,
+                                                    const Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
 
 Status GrpcTransposer::Admit(const char* method, const grpc::CallbackServerContext* context,
                              CallLimiter::Slot* slot) const {
@@ -509,33 +491,26 @@ class GrpcTransposer::TuneCall : public StreamCall<TuneCall, v1::TuneProgress> {
 };
 
 // One TuneMany call: the problems are validated up front (nothing starts when one is bad), then
-// started one at a time, each after the previous one's answer, so that a call holds at most one
-// place in a device's tune queue. A cached problem is answered at once (skipped); a missing one
-// joins or queues its tune (as a GetConfig miss; with force, as a Tune) and streams its candidate
-// results. A client that goes away detaches from the problem in flight (its tune runs to the end
-// and is stored, as elsewhere) and the problems not started yet are dropped.
+// handed to a TuneManyRun (server/tune_many.h), which starts them one at a time; this call only
+// streams what the run reports. A client that goes away stops the run.
 class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneManyProgress> {
  private:
   friend Call;  // Call<TuneManyCall, ...>::Start constructs the call and calls Begin
   using StreamCall::StreamCall;
 
-  struct Item {
-    Problem problem;
-    DeviceRef device;
-    std::string backend;  // of the device, for the streamed variants
-  };
-
   void Begin(const v1::TuneManyRequest& request) {
     const int n = request.problems_size();
-    force_ = request.force();
-    background_ = request.background();
-    if (force_ && background_) {
+    TuneManyRequest run;
+    run.force = request.force();
+    run.background = request.background();
+    force_ = run.force;
+    if (run.force && run.background) {
       End(Status::InvalidArgument(
           "background: a forced re-tune (force) is an admin's and runs at once; ask for one"));
       return;
     }
     // A forced re-tune overwrites cached winners: admin, as Tune.
-    if (force_) {
+    if (run.force) {
       if (Status auth = owner_->Authorize("TuneMany.force", context_); !auth.ok()) {
         End(auth);
         return;
@@ -551,20 +526,18 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
       End(s);
       return;
     }
-    budget_seconds_ = request.budget_seconds();
-    exhaustive_ = request.exhaustive();
+    run.budget_seconds = request.budget_seconds();
+    run.exhaustive = request.exhaustive();
     const std::vector<DeviceInfo> devices = owner_->service_->ListDevices();
     for (int i = 0; i < n; ++i) {
       const v1::Problem& raw = request.problems(i);
-      Item item;
       const std::string field = "problems[" + std::to_string(i) + "]";
       StatusOr<Problem> parsed = ProblemFromProto(raw, field);
       Status s = parsed.status();
+      const DeviceRef device = DeviceRefFromProto(raw.device());
       int index = -1;
       if (s.ok()) {
-        item.problem = *parsed;
-        item.device = DeviceRefFromProto(raw.device());
-        StatusOr<int> checked = owner_->service_->CheckRequest(item.problem, item.device, field);
+        StatusOr<int> checked = owner_->service_->CheckRequest(*parsed, device, field);
         if (checked.ok()) index = *checked;
         s = checked.status();
       }
@@ -572,151 +545,92 @@ class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneMan
         End(s);
         return;
       }
-      item.backend = devices[index].backend;
-      items_.push_back(std::move(item));
+      backends_.push_back(devices[index].backend);
+      bytes_.push_back(parsed->bytes());
+      run.problems.push_back(*std::move(parsed));
+      run.devices.push_back(device);
+      MutexLock l(&mu_);
+      problems_ = static_cast<int>(run.problems.size());
     }
     if (Status admitted = owner_->Admit("TuneMany", context_, &slot_); !admitted.ok()) {
       End(admitted);
       return;
     }
-    StartNext();
-  }
-
-  // Starts the problems in order until one waits for a tune (its answer, on the device's tune
-  // thread, goes on from there), the client has gone, or all are answered (then the stream ends).
-  void StartNext() {
-    while (true) {
-      int i = -1;
-      if (Ended()) return;  // the client has gone, or a problem that could not start ended it
-      {
-        MutexLock l(&mu_);
-        if (next_ < static_cast<int>(items_.size())) {
-          i = next_++;
-          last_index_ = 0;
-          last_total_ = 0;
-        }
-      }
-      if (i < 0) {
-        End(Status::OK());
-        return;
-      }
-      const Item& item = items_[static_cast<size_t>(i)];
-      // Whoever comes second, the starter or the answer, goes on with the next problem: the
-      // answer may come at once (a cache hit), or on the tune thread before the start returns.
-      auto step = std::make_shared<std::atomic<int>>(0);
-      std::shared_ptr<TuneManyCall> self = self_;
-      const int64_t bytes = item.problem.bytes();
-      const std::string backend = item.backend;
-      auto progress = [self, i, backend, bytes](const CandidateResult& r, int index, int total) {
-        v1::TuneManyProgress msg = self->Message(i);
-        v1::TuneProgress* p = msg.mutable_progress();
-        p->set_index(index);
-        p->set_total(total);
-        *p->mutable_candidate() = CandidateResultToProto(r, backend, bytes);
-        {
-          MutexLock l(&self->mu_);
-          self->last_index_ = index;
-          self->last_total_ = total;
-        }
-        self->Enqueue(std::move(msg));
-      };
-      auto done = [self, i, step](StatusOr<ConfigAnswer> answer) {
-        if (self->Answered(i, answer) && step->fetch_add(1) == 1) self->StartNext();
-      };
-      std::shared_ptr<TransposeService::Waiter> waiter;
-      if (force_) {
-        ForcedTuneRequest req;
-        req.problem = item.problem;
-        req.device = item.device;
-        req.budget_seconds = budget_seconds_;
-        req.exhaustive = exhaustive_;
-        waiter = owner_->service_->StartTune(req, std::move(progress), std::move(done));
-      } else {
-        ConfigRequest req;
-        req.problem = item.problem;
-        req.device = item.device;
-        req.budget_seconds = budget_seconds_;
-        req.exhaustive = exhaustive_;
-        req.background = background_;
-        waiter = owner_->service_->StartGetConfig(req, std::move(progress), std::move(done));
-      }
-      // Problem i is the one in flight: the next starts only once both its start (here) and
-      // its answer are through.
-      if (!HoldWaiter(std::move(waiter))) return;  // the client has gone
-      if (step->fetch_add(1) != 1) return;  // the answer comes later and goes on from there
-    }
-  }
-
-  v1::TuneManyProgress Message(int i) const {
-    v1::TuneManyProgress msg;
-    msg.set_problem_index(i);
-    msg.set_problem_count(static_cast<int>(items_.size()));
-    return msg;
-  }
-
-  // Streams problem i's answer or error. False when the call stops here: the client has gone,
-  // or the problem could not be started (a full queue, a shutdown), which ends the stream with
-  // that status, naming the problem.
-  bool Answered(int i, const StatusOr<ConfigAnswer>& answer) {
-    v1::TuneManyProgress msg = Message(i);
-    const StatusCode code = answer.status().code();
-    if (!answer.ok() &&
-        (code == StatusCode::kResourceExhausted || code == StatusCode::kCancelled)) {
-      {
-        MutexLock l(&mu_);
-        ++failed_;
-      }
-      End(Status(code, "problems[" + std::to_string(i) + "]: " + answer.status().message() +
-                           " (" + std::to_string(i) + " of " + std::to_string(items_.size()) +
-                           " problems answered before it)"));
-      return false;
-    }
-    if (Ended()) return false;  // the client has gone, or an earlier problem ended the call
-    {
-      MutexLock l(&mu_);
+    std::shared_ptr<TuneManyCall> self = self_;
+    TuneManyCallbacks callbacks;
+    callbacks.progress = [self](int i, const CandidateResult& r, int index, int total) {
+      v1::TuneManyProgress msg = self->Message(i);
+      v1::TuneProgress* p = msg.mutable_progress();
+      p->set_index(index);
+      p->set_total(total);
+      *p->mutable_candidate() = CandidateResultToProto(r, self->backends_[static_cast<size_t>(i)],
+                                                      self->bytes_[static_cast<size_t>(i)]);
+      self->Enqueue(std::move(msg));
+    };
+    callbacks.answer = [self](int i, const StatusOr<ConfigAnswer>& answer, int index,
+                              int total) {
+      v1::TuneManyProgress msg = self->Message(i);
       if (!answer.ok()) {
-        ++failed_;
         msg.mutable_error()->set_code(static_cast<int>(ToGrpcStatus(answer.status()).error_code()));
         msg.mutable_error()->set_message(answer.status().message());
       } else {
-        ++(answer->source == AnswerSource::kCache ? cached_ : tuned_);
         v1::TuneProgress* p = msg.mutable_progress();
-        p->set_index(last_index_);
-        p->set_total(last_total_);
-        *p->mutable_answer() =
-            AnswerToProto(answer->result, answer->source, &answer->measured_on);
+        p->set_index(index);
+        p->set_total(total);
+        *p->mutable_answer() = AnswerToProto(answer->result, answer->source, &answer->measured_on);
       }
+      return self->Enqueue(std::move(msg));
+    };
+    callbacks.end = [self](const Status& status) { self->End(status); };
+    std::shared_ptr<TuneManyRun> run_now =
+        TuneManyRun::Create(owner_->service_, std::move(run), std::move(callbacks));
+    {
+      MutexLock l(&mu_);
+      if (left_) return;  // the client has gone already: start nothing
+      run_ = run_now;
     }
-    return Enqueue(std::move(msg));
+    run_now->Start();
   }
 
-  void OnClientLeft() override { DetachWaiter(); }
+  v1::TuneManyProgress Message(int i) EXCLUDES(mu_) {
+    v1::TuneManyProgress msg;
+    msg.set_problem_index(i);
+    MutexLock l(&mu_);
+    msg.set_problem_count(problems_);
+    return msg;
+  }
+
+  void OnClientLeft() override {
+    std::shared_ptr<TuneManyRun> run;
+    {
+      MutexLock l(&mu_);
+      left_ = true;
+      run = run_;
+    }
+    if (run) run->Stop();
+  }
 
   void OnFinishing(int written) override {
     MutexLock l(&mu_);
-    const int answered = cached_ + tuned_ + failed_;
-    owner_->Note(context_, "problems=" + std::to_string(items_.size()) +
+    const TuneManyRun::Counts c = run_ ? run_->counts() : TuneManyRun::Counts();
+    const int answered = c.cached + c.tuned + c.failed;
+    owner_->Note(context_, "problems=" + std::to_string(problems_) +
                                " force=" + (force_ ? "true" : "false") +
-                               " cached=" + std::to_string(cached_) +
-                               " tuned=" + std::to_string(tuned_) +
-                               " failed=" + std::to_string(failed_) + " dropped=" +
-                               std::to_string(static_cast<int>(items_.size()) - answered) +
+                               " cached=" + std::to_string(c.cached) +
+                               " tuned=" + std::to_string(c.tuned) +
+                               " failed=" + std::to_string(c.failed) +
+                               " dropped=" + std::to_string(problems_ - answered) +
                                " messages=" + std::to_string(written));
   }
 
-  // Written by Begin before the first problem starts, then read only.
-  std::vector<Item> items_;
+  // Written by Begin before the run starts, then read only.
   bool force_ = false;
-  double budget_seconds_ = 0;
-  bool exhaustive_ = false;
-  bool background_ = false;  // polite tunes (server/polite.h)
+  std::vector<std::string> backends_;  // of each problem's device, for the streamed variants
+  std::vector<int64_t> bytes_;         // of each problem
   Mutex mu_;
-  int next_ GUARDED_BY(mu_) = 0;         // the next problem to start
-  int last_index_ GUARDED_BY(mu_) = 0;    // of the problem in flight's last candidate
-  int last_total_ GUARDED_BY(mu_) = 0;
-  int cached_ GUARDED_BY(mu_) = 0;
-  int tuned_ GUARDED_BY(mu_) = 0;
-  int failed_ GUARDED_BY(mu_) = 0;
+  int problems_ GUARDED_BY(mu_) = 0;  // problems checked (all of them once the run starts)
+  bool left_ GUARDED_BY(mu_) = false;  // the client has gone
+  std::shared_ptr<TuneManyRun> run_ GUARDED_BY(mu_);  // set once started
 };
 
 grpc::ServerUnaryReactor* GrpcTransposer::GetConfig(grpc::CallbackServerContext* context,
@@ -733,221 +647,6 @@ grpc::ServerWriteReactor<v1::TuneProgress>* GrpcTransposer::Tune(
 grpc::ServerWriteReactor<v1::TuneManyProgress>* GrpcTransposer::TuneMany(
     grpc::CallbackServerContext* context, const v1::TuneManyRequest* request) {
   return TuneManyCall::Start(this, context, *request);
-}
-
-grpc::ServerUnaryReactor* GrpcTransposer::ListDevices(grpc::CallbackServerContext* context,
-                                                      const v1::ListDevicesRequest* /*request*/,
-                                                      v1::ListDevicesResponse* response) {
-  const std::vector<DeviceLoad> loads = service_->DeviceLoads();
-  for (const auto& d : service_->ListDevices()) {
-    v1::Device* out = response->add_devices();
-    *out = DeviceToProto(d);
-    if (d.index >= 0 && static_cast<size_t>(d.index) < loads.size())
-      *out->mutable_load() = DeviceLoadToProto(loads[d.index]);
-  }
-  Note(context, "devices=" + std::to_string(response->devices_size()));
-  return FinishNow(context, Status::OK());
-}
-
-grpc::ServerUnaryReactor* GrpcTransposer::ListEntries(grpc::CallbackServerContext* context,
-                                                      const v1::ListEntriesRequest* request,
-                                                      v1::ListEntriesResponse* response) {
-  auto query = EntryQueryFromProto(request->filter());
-  Status status = query.status();
-  if (status.ok()) status = CheckFieldLength("page_token", request->page_token());
-  if (status.ok()) {
-    const int page_size = request->page_size() != 0 ? request->page_size() : request->limit();
-    // `limit` is the older name of page_size: an error names the field the client set.
-    auto page = request->page_size() == 0 && request->limit() < 0
-                    ? StatusOr<EntryPage>(Status::InvalidArgument(
-                          "limit: must be >= 0 (0: " + std::to_string(kDefaultPageSize) +
-                          "), got " + std::to_string(request->limit())))
-                    : service_->ListEntryPage(*query, request->include_candidates(), page_size,
-                                              request->page_token());
-    status = page.status();
-    if (page.ok()) {
-      const std::vector<DeviceInfo> devices = service_->ListDevices();
-      size_t bytes = 0;
-      for (size_t i = 0; i < page->entries.size(); ++i) {
-        const TuneResult& e = page->entries[i];
-        v1::Entry entry;
-        // Shown for the device of this daemon it is served to (one of its class), with the
-        // instance it was measured on; of no class here: for that instance itself.
-        const int served = service_->DeviceIndexOfClass(e.device);
-        if (served >= 0) {
-          TuneResult shown = e;
-          shown.device = devices[static_cast<size_t>(served)];
-          *entry.mutable_answer() = AnswerToProto(shown, AnswerSource::kCache, &e.device);
-        } else {
-          *entry.mutable_answer() = AnswerToProto(e, AnswerSource::kCache);
-        }
-        for (const auto& c : e.candidates)
-          *entry.add_candidates() = CandidateResultToProto(c, e.device.backend, e.problem.bytes());
-        bytes += entry.ByteSizeLong();
-        // Keep the answer under kMaxListReplyBytes (it always carries at least one entry).
-        if (i > 0 && bytes > kMaxListReplyBytes) {
-          response->set_next_page_token(page->resume_tokens[i - 1]);
-          break;
-        }
-        *response->add_entries() = std::move(entry);
-        if (i + 1 == page->entries.size() && page->more)
-          response->set_next_page_token(page->resume_tokens[i]);
-      }
-    }
-  }
-  Note(context, "entries=" + std::to_string(response->entries_size()) +
-                    " more=" + (response->next_page_token().empty() ? "false" : "true"));
-  return FinishNow(context, status);
-}
-
-grpc::ServerUnaryReactor* GrpcTransposer::DeleteEntries(grpc::CallbackServerContext* context,
-                                                        const v1::DeleteEntriesRequest* request,
-                                                        v1::DeleteEntriesResponse* response) {
-  if (Status auth = Authorize("DeleteEntries", context); !auth.ok()) {
-    Note(context, "refused");
-    return FinishNow(context, auth);
-  }
-  auto query = EntryQueryFromProto(request->filter());
-  Status status = query.status();
-  if (status.ok()) {
-    auto deleted = service_->DeleteEntries(*query, request->all());
-    status = deleted.status();
-    if (deleted.ok()) response->set_deleted(*deleted);
-  }
-  Note(context, "deleted=" + std::to_string(response->deleted()));
-  return FinishNow(context, status);
-}
-
-namespace {
-
-// Entries read from the store at once by an export: memory holds one page of them (with their
-// candidates), whatever the size of the cache.
-constexpr int kExportPageSize = 100;
-
-// Streams the entries of `query` page by page from the store, one Write at a time; finishes with
-// `status` when it is not OK, else after the last entry (or with the error of a page that could
-// not be read). `on_finish` gets the number of entries sent, before the status goes out.
-class ExportCall : public grpc::ServerWriteReactor<v1::ExportedEntry> {
- public:
-  ExportCall(TransposeService* service, EntryQuery query, Status status,
-             std::function<void(int64_t)> on_finish)
-      : service_(service),
-        query_(std::move(query)),
-        status_(std::move(status)),
-        on_finish_(std::move(on_finish)) {
-    Next();
-  }
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      if (on_finish_) on_finish_(sent_);
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away during the export"));
-      return;
-    }
-    Next();
-  }
-  void OnDone() override { delete this; }
-
- private:
-  void Next() {
-    if (status_.ok() && next_ >= page_.entries.size() && (first_page_ || page_.more)) {
-      first_page_ = false;
-      page_.entries.clear();  // the old page goes before the new one comes
-      auto page = service_->ListEntryPage(query_, /*include_candidates=*/true, kExportPageSize,
-                                          resume_token_);
-      if (page.ok()) {
-        page_ = std::move(page).value();
-        next_ = 0;
-        if (!page_.resume_tokens.empty()) resume_token_ = page_.resume_tokens.back();
-      } else {
-        status_ = page.status();
-      }
-    }
-    if (!status_.ok() || next_ >= page_.entries.size()) {
-      if (on_finish_) on_finish_(sent_);
-      Finish(ToGrpcStatus(status_));
-      return;
-    }
-    message_ = ExportedEntryToProto(page_.entries[next_++]);
-    ++sent_;
-    StartWrite(&message_);
-  }
-  TransposeService* const service_;
-  const EntryQuery query_;
-  Status status_;
-  const std::function<void(int64_t)> on_finish_;
-  EntryPage page_;
-  bool first_page_ = true;
-  std::string resume_token_;
-  size_t next_ = 0;
-  int64_t sent_ = 0;
-  v1::ExportedEntry message_;
-};
-
-}  // namespace
-
-grpc::ServerWriteReactor<v1::ExportedEntry>* GrpcTransposer::ExportEntries(
-    grpc::CallbackServerContext* context, const v1::ExportEntriesRequest* request) {
-  if (Status auth = Authorize("ExportEntries", context); !auth.ok()) {
-    Note(context, "refused");
-    return new ExportCall(service_, EntryQuery(), std::move(auth), nullptr);
-  }
-  EntryQuery query;
-  query.filter.device_class = request->device_class();
-  Status status = CheckFieldLength("device_class", request->device_class());
-  const std::string device_class = Quote(request->device_class());
-  return new ExportCall(service_, std::move(query), std::move(status),
-                        [this, context, device_class](int64_t sent) {
-                          Note(context, "device_class=" + device_class +
-                                            " entries=" + std::to_string(sent));
-                        });
-}
-
-grpc::ServerUnaryReactor* GrpcTransposer::ImportEntries(grpc::CallbackServerContext* context,
-                                                        const v1::ImportEntriesRequest* request,
-                                                        v1::ImportEntriesResponse* response) {
-  if (Status auth = Authorize("ImportEntries", context); !auth.ok()) {
-    Note(context, "refused");
-    return FinishNow(context, auth);
-  }
-  Status status;
-  if (request->entries_size() > kMaxImportBatch) {
-    status = Status::InvalidArgument("entries: at most " + std::to_string(kMaxImportBatch) +
-                                     " per call, got " + std::to_string(request->entries_size()));
-  } else {
-    response->set_received(request->entries_size());
-    std::vector<TuneResult> valid;
-    for (int i = 0; i < request->entries_size(); ++i) {
-      auto r = ExportedEntryFromProto(request->entries(i));
-      if (r.ok()) {
-        valid.push_back(std::move(r).value());
-        continue;
-      }
-      response->set_invalid(response->invalid() + 1);
-      service_->CountRefusedEntry("import");
-      if (response->errors_size() < 20)
-        response->add_errors("entries[" + std::to_string(i) + "]." + r.status().message());
-    }
-    auto counts = service_->MergeEntries(valid);
-    status = counts.status();
-    if (counts.ok()) {
-      response->set_imported(counts->imported);
-      response->set_kept_existing(counts->kept_existing);
-      response->set_refused_library_version(counts->refused_library_version);
-      if (counts->refused_library_version > 0 && response->errors_size() < 20) {
-        response->add_errors(std::to_string(counts->refused_library_version) +
-                             " entries measured with a kernel library version this daemon does "
-                             "not have (it has " + service_->ListDevices()[0].library_version +
-                             ")");
-      }
-    }
-  }
-  Note(context, "received=" + std::to_string(response->received()) +
-                    " imported=" + std::to_string(response->imported()) +
-                    " kept_existing=" + std::to_string(response->kept_existing()) +
-                    " refused_library_version=" +
-                    std::to_string(response->refused_library_version()) +
-                    " invalid=" + std::to_string(response->invalid()));
-  return FinishNow(context, status);
 }
 
 }  // namespace transposed

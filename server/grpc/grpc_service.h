@@ -100,6 +100,9 @@ class GrpcTransposer final
   class TuneCall;
   class TuneManyCall;
 
+  // Ends a unary call answered on the calling thread: the default reactor, finished with `status`.
+  static grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                             const Status& status);
   // routine: the call's log line at debug (a cache hit).
   void Note(const grpc::ServerContextBase* context, std::string note, bool routine = false) {
     if (notes_ != nullptr) notes_->Note(context, RpcNote{std::move(note), routine});
