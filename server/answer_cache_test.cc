@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -15,6 +14,7 @@
 
 #include "core/device_class.h"
 #include "testing/problems.h"
+#include "testing/test_files.h"
 
 namespace transposed {
 namespace {
@@ -48,21 +48,14 @@ TuneResult Result(const Problem& p, const std::string& variant, double median_s)
 
 class AnswerCacheTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/transposed_answer_cache_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  void SetUp() override { ASSERT_TRUE(temp_.ok()) << "mkdtemp failed"; }
   std::unique_ptr<Store> Open(const std::string& path) {
     auto s = Store::Open(path);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(s).value() : nullptr;
   }
-  std::string dir_;
+  testing::TempDir temp_{"transposed_answer_cache_test"};
+  const std::string dir_ = temp_.path().string();
 };
 
 // Run against a file (separate read connection) and ":memory:" (one connection), with the

@@ -26,6 +26,8 @@
 
 #include "testing/daemon_process.h"
 #include "testing/grpc_health.h"
+#include "testing/requests.h"
+#include "testing/test_files.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
@@ -33,34 +35,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using testing::CountOccurrences;
+using testing::GetConfigRequestFor;
 using testing::HealthCheck;
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int CountOccurrences(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t pos = text.find(needle); pos != std::string::npos;
-       pos = text.find(needle, pos + needle.size()))
-    ++n;
-  return n;
-}
+using testing::ReadFile;
 
 class DaemonTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/transposed_daemon_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  void SetUp() override { ASSERT_TRUE(temp_.ok()) << "mkdtemp failed"; }
 
   std::vector<std::string> Args(const std::string& log_name = "log") {
     return {"--listen",      "127.0.0.1:0",
@@ -90,15 +72,6 @@ class DaemonTest : public ::testing::Test {
                                                        grpc::InsecureChannelCredentials()));
   }
 
-  static v1::GetConfigRequest Request(int64_t rows, int64_t cols, bool cache_only = false) {
-    v1::GetConfigRequest req;
-    req.mutable_problem()->set_rows(rows);
-    req.mutable_problem()->set_cols(cols);
-    req.mutable_problem()->set_dtype("f32");
-    if (cache_only) req.set_policy(v1::CACHE_ONLY);
-    return req;
-  }
-
   static grpc::Status Get(v1::Transposer::Stub* stub, const v1::GetConfigRequest& req,
                           v1::Answer* a) {
     grpc::ClientContext ctx;
@@ -107,7 +80,8 @@ class DaemonTest : public ::testing::Test {
   }
 
  protected:
-  fs::path dir_;
+  testing::TempDir temp_{"transposed_daemon_test"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(DaemonTest, ServesTunesOncePersistsAndShutsDownCleanly) {
@@ -127,10 +101,10 @@ TEST_F(DaemonTest, ServesTunesOncePersistsAndShutsDownCleanly) {
     EXPECT_EQ(devices.devices(0).backend(), "cpu");
 
     v1::Answer a;
-    grpc::Status s = Get(stub.get(), Request(64, 96), &a);
+    grpc::Status s = Get(stub.get(), GetConfigRequestFor(64, 96), &a);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(a.source(), v1::SOURCE_TUNED);
-    ASSERT_TRUE(Get(stub.get(), Request(64, 96), &a).ok());
+    ASSERT_TRUE(Get(stub.get(), GetConfigRequestFor(64, 96), &a).ok());
     EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
 
     // Eight concurrent requests for a new problem: one tune.
@@ -138,7 +112,7 @@ TEST_F(DaemonTest, ServesTunesOncePersistsAndShutsDownCleanly) {
     for (int i = 0; i < 8; ++i)
       futures.push_back(std::async(std::launch::async, [&] {
         v1::Answer x;
-        return Get(stub.get(), Request(80, 112), &x);
+        return Get(stub.get(), GetConfigRequestFor(80, 112), &x);
       }));
     for (auto& f : futures) EXPECT_TRUE(f.get().ok());
 
@@ -167,7 +141,7 @@ TEST_F(DaemonTest, ServesTunesOncePersistsAndShutsDownCleanly) {
   ASSERT_GT(port, 0) << ReadFile(dir_ / "log2");
   auto stub = Connect(port);
   v1::Answer a;
-  grpc::Status s = Get(stub.get(), Request(80, 112, /*cache_only=*/true), &a);
+  grpc::Status s = Get(stub.get(), GetConfigRequestFor(80, 112, /*cache_only=*/true), &a);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
   ASSERT_TRUE(d.Signal(SIGINT).ok());
@@ -187,7 +161,7 @@ TEST_F(DaemonTest, ShutdownDuringATuneCancelsIt) {
     v1::Answer x;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 60s);
-    v1::GetConfigRequest req = Request(2048, 2048);
+    v1::GetConfigRequest req = GetConfigRequestFor(2048, 2048);
     req.mutable_problem()->set_dtype("f64");
     return stub->GetConfig(&ctx, req, &x);
   });
@@ -364,14 +338,14 @@ TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
   std::vector<std::future<grpc::Status>> bad;
   for (int i = 0; i < 8; ++i) {
     bad.push_back(std::async(std::launch::async, [&] {
-      v1::GetConfigRequest req = Request(64, 64);
+      v1::GetConfigRequest req = GetConfigRequestFor(64, 64);
       req.mutable_problem()->set_dtype(std::string(9000, 'x'));
       v1::Answer a;
       return Get(stub.get(), req, &a);
     }));
   }
   v1::Answer good;
-  grpc::Status s = Get(stub.get(), Request(32, 48), &good);
+  grpc::Status s = Get(stub.get(), GetConfigRequestFor(32, 48), &good);
   EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
   for (auto& f : bad) {
     grpc::Status b = f.get();
@@ -379,7 +353,7 @@ TEST_F(DaemonTest, HugeAndControlByteStringsAreRefusedAndEscaped) {
     EXPECT_EQ(b.error_message().rfind("problem.dtype: too long (9000 bytes", 0), 0u);
     EXPECT_LT(b.error_message().size(), 300u);
   }
-  v1::GetConfigRequest req = Request(64, 64);
+  v1::GetConfigRequest req = GetConfigRequestFor(64, 64);
   req.mutable_problem()->set_dtype("f32\n2026-01-01T00:00:00.000 info forged line");
   v1::Answer a;
   s = Get(stub.get(), req, &a);
@@ -433,7 +407,7 @@ TEST(DaemonProcessTest, ShortDeadlineDetachesButTheTuneIsStored) {
   auto stub = DaemonTest::Connect(d.port());
   // 48 MiB of f64: about a second to tune on one CPU thread (12 MiB took 0.297 s on a 2-core
   // AVX-512 VM, too close to the 300 ms deadline).
-  v1::GetConfigRequest req = DaemonTest::Request(2048, 3072);
+  v1::GetConfigRequest req = GetConfigRequestFor(2048, 3072);
   req.mutable_problem()->set_dtype("f64");
   {
     grpc::ClientContext ctx;
@@ -491,7 +465,7 @@ TEST(DaemonProcessTest, SighupReopensTheLogFile) {
   ASSERT_TRUE(started.ok()) << started.ToString();
   auto stub = DaemonTest::Connect(d.port());
   v1::Answer a;
-  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(32, 48), &a).ok());
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), GetConfigRequestFor(32, 48), &a).ok());
   const fs::path rotated = d.log().string() + ".1";
   fs::rename(d.log(), rotated);
   ASSERT_TRUE(d.Signal(SIGHUP).ok());
@@ -499,7 +473,7 @@ TEST(DaemonProcessTest, SighupReopensTheLogFile) {
   while (!fs::exists(d.log()) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
   ASSERT_TRUE(fs::exists(d.log()));
-  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(48, 32), &a).ok());
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), GetConfigRequestFor(48, 32), &a).ok());
   EXPECT_TRUE(d.Stop().ok());
   const std::string old_log = ReadFile(rotated);
   const std::string new_log = ReadFile(d.log());
@@ -530,12 +504,12 @@ TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
 
   auto stub = DaemonTest::Connect(d.port());
   v1::Answer tuned, cached, a;
-  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &tuned).ok());  // miss
-  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &cached).ok());  // hit
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 96), &tuned).ok());  // miss
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 96), &cached).ok());  // hit
   EXPECT_EQ(cached.source(), v1::SOURCE_CACHE);
-  EXPECT_EQ(DaemonTest::Get(stub.get(), DaemonTest::Request(0, 96), &a).error_code(),
+  EXPECT_EQ(DaemonTest::Get(stub.get(), GetConfigRequestFor(0, 96), &a).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 80, /*cache_only=*/true), &a)
+  EXPECT_EQ(DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 80, /*cache_only=*/true), &a)
                 .error_code(),
             grpc::StatusCode::NOT_FOUND);  // a miss, no tune
 
@@ -690,20 +664,8 @@ TEST(DaemonProcessTest, KeepsAcceptingWhenConnectionsOutnumberTheDescriptors) {
 // (false: it closed the connection). The descriptor, or -1.
 int OpenHttp2(int port, const char* source, bool* served) {
   *served = false;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = testing::ConnectFrom(source, port, /*nonblocking=*/false);
   if (fd < 0) return -1;
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &from.sin_addr);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-    close(fd);
-    return -1;
-  }
   static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
   send(fd, kPreface, sizeof(kPreface) - 1, MSG_NOSIGNAL);  // may fail on a closed connection
   // The first frame header of the answer (9 bytes), or the end of the stream; generous for CI.
@@ -866,7 +828,7 @@ TEST(DaemonProcessTest, ServesReadOnlyDatabase) {
     ASSERT_TRUE(started.ok()) << started.ToString();
     auto stub = DaemonTest::Connect(writer.port());
     v1::Answer a;
-    ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &a).ok());
+    ASSERT_TRUE(DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 96), &a).ok());
     ASSERT_EQ(a.source(), v1::SOURCE_TUNED);
     tuned_variant = a.variant().name();
     ASSERT_TRUE(writer.Stop().ok());
@@ -895,16 +857,16 @@ TEST(DaemonProcessTest, ServesReadOnlyDatabase) {
 
   auto stub = DaemonTest::Connect(d.port());
   v1::Answer a;
-  grpc::Status s = DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &a);
+  grpc::Status s = DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 96), &a);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
   EXPECT_EQ(a.variant().name(), tuned_variant);
   for (int i = 0; i < 2; ++i) {  // a miss is tuned and answered, but not stored
-    s = DaemonTest::Get(stub.get(), DaemonTest::Request(64, 80), &a);
+    s = DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 80), &a);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(a.source(), v1::SOURCE_TUNED) << "request " << i + 1;
   }
-  EXPECT_EQ(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 80, /*cache_only=*/true), &a)
+  EXPECT_EQ(DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 80, /*cache_only=*/true), &a)
                 .error_code(),
             grpc::StatusCode::NOT_FOUND);
 
@@ -986,7 +948,7 @@ TEST(DaemonProcessTest, KilledWorkerIsRestartedAndCounted) {
 
   auto stub = DaemonTest::Connect(d.port());
   v1::Answer first, second;
-  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 96), &first).ok());
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 96), &first).ok());
   EXPECT_EQ(first.source(), v1::SOURCE_TUNED);
   const std::vector<pid_t> workers = ChildrenOf(d.pid());
   ASSERT_EQ(workers.size(), 1u);
@@ -996,7 +958,7 @@ TEST(DaemonProcessTest, KilledWorkerIsRestartedAndCounted) {
   ASSERT_TRUE(ChildrenOf(d.pid()).empty());
 
   // The next tune finds the worker dead, restarts it and answers.
-  ASSERT_TRUE(DaemonTest::Get(stub.get(), DaemonTest::Request(64, 80), &second).ok());
+  ASSERT_TRUE(DaemonTest::Get(stub.get(), GetConfigRequestFor(64, 80), &second).ok());
   EXPECT_EQ(second.source(), v1::SOURCE_TUNED);
   const std::vector<pid_t> now = ChildrenOf(d.pid());
   ASSERT_EQ(now.size(), 1u);

@@ -3,7 +3,6 @@
 // disk at start (a small tmpfs, filled) and a database locked by another process at start are
 // served read-only, and once the file can be written again the daemon stores tunes (health
 // service `transposed.store` and the metric `transposed_store_read_only` follow).
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -17,17 +16,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <limits>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "proto/exported_entry_json.h"
 #include "testing/daemon_process.h"
+#include "testing/grpc_health.h"
+#include "testing/requests.h"
+#include "testing/test_files.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
@@ -35,57 +35,18 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The gRPC health Check of `service` through a generic stub (Debian ships no generated health
-// stubs; the same helper as daemon_test's): "\x08\x01" SERVING, "\x08\x02" NOT_SERVING.
-std::string Health(const std::string& address, const std::string& service) {
-  const std::string request = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
-  grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::Slice slice(request);
-  grpc::ByteBuffer req(&slice, 1), reply;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &reply,
-                 [&done](grpc::Status st) { done.set_value(std::move(st)); });
-  if (!done.get_future().get().ok()) return "error";
-  std::vector<grpc::Slice> slices;
-  if (!reply.Dump(&slices).ok()) return "error";
-  std::string out;
-  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return out;
-}
-const std::string kServing("\x08\x01", 2);
-const std::string kNotServing("\x08\x02", 2);
-
-v1::GetConfigRequest Request(int64_t rows, int64_t cols, bool cache_only = false) {
-  v1::GetConfigRequest req;
-  req.mutable_problem()->set_rows(rows);
-  req.mutable_problem()->set_cols(cols);
-  req.mutable_problem()->set_dtype("f32");
-  if (cache_only) req.set_policy(v1::CACHE_ONLY);
-  return req;
-}
+using testing::GetConfigRequestFor;
+using testing::HealthCheck;
+using testing::ReadFile;
 
 class StorageFaults : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/transposed_storage_faults.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(temp_.ok()) << "mkdtemp failed";
     chmod(dir_.c_str(), 0755);
   }
   void TearDown() override {
-    if (mounted_) umount2(mount_.c_str(), MNT_DETACH);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    if (mounted_) umount2(mount_.c_str(), MNT_DETACH);  // before temp_ removes the directory
   }
 
   static testing::DaemonOptions Options(const std::string& db = "") {
@@ -102,7 +63,7 @@ class StorageFaults : public ::testing::Test {
     testing::DaemonProcess writer(Options());
     ASSERT_TRUE(writer.Start().ok());
     v1::Answer a;
-    ASSERT_TRUE(Get(writer, Request(64, 96), &a).ok());
+    ASSERT_TRUE(Get(writer, GetConfigRequestFor(64, 96), &a).ok());
     ASSERT_TRUE(writer.Stop().ok());  // checkpoints the WAL: the file alone is the database
     fs::copy_file(writer.db(), path);
     writer.RemoveDir();
@@ -133,14 +94,16 @@ class StorageFaults : public ::testing::Test {
   // service and the metric say so.
   static void ExpectReadOnly(const testing::DaemonProcess& d) {
     v1::Answer a;
-    grpc::Status s = Get(d, Request(64, 96), &a);
+    grpc::Status s = Get(d, GetConfigRequestFor(64, 96), &a);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
-    s = Get(d, Request(64, 80), &a);
+    s = Get(d, GetConfigRequestFor(64, 80), &a);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(a.source(), v1::SOURCE_TUNED);
-    EXPECT_EQ(Get(d, Request(64, 80, true), &a).error_code(), grpc::StatusCode::NOT_FOUND);
-    EXPECT_EQ(Health(d.address(), "transposed.store"), kNotServing);
+    EXPECT_EQ(Get(d, GetConfigRequestFor(64, 80, true), &a).error_code(), grpc::StatusCode::NOT_FOUND);
+    std::string health;
+    ASSERT_TRUE(HealthCheck(d.address(), "transposed.store", &health).ok());
+    EXPECT_EQ(health, testing::kNotServing);
     EXPECT_EQ(Metric(d, "transposed_store_read_only"), 1);
   }
 
@@ -151,17 +114,20 @@ class StorageFaults : public ::testing::Test {
     while (Metric(d, "transposed_store_read_only") != 0 && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(200ms);
     ASSERT_EQ(Metric(d, "transposed_store_read_only"), 0) << ReadFile(d.log());
-    EXPECT_EQ(Health(d.address(), "transposed.store"), kServing);
+    std::string health;
+    ASSERT_TRUE(HealthCheck(d.address(), "transposed.store", &health).ok());
+    EXPECT_EQ(health, testing::kServing);
     v1::Answer a;
-    ASSERT_TRUE(Get(d, Request(48, 80), &a).ok());
+    ASSERT_TRUE(Get(d, GetConfigRequestFor(48, 80), &a).ok());
     EXPECT_EQ(a.source(), v1::SOURCE_TUNED);
-    grpc::Status s = Get(d, Request(48, 80, true), &a);
+    grpc::Status s = Get(d, GetConfigRequestFor(48, 80, true), &a);
     ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << ReadFile(d.log());
     EXPECT_EQ(a.source(), v1::SOURCE_CACHE);
     EXPECT_NE(ReadFile(d.log()).find("the database is writable again"), std::string::npos);
   }
 
-  fs::path dir_;
+  testing::TempDir temp_{"transposed_storage_faults"};
+  const fs::path dir_ = temp_.path();
   fs::path mount_;
   bool mounted_ = false;
 };
@@ -172,7 +138,7 @@ TEST_F(StorageFaults, PoisonedImportIsRefusedAndListingsKeepWorking) {
   testing::DaemonProcess d(Options());
   ASSERT_TRUE(d.Start().ok());
   v1::Answer a;
-  ASSERT_TRUE(Get(d, Request(64, 96), &a).ok());
+  ASSERT_TRUE(Get(d, GetConfigRequestFor(64, 96), &a).ok());
   auto stub =
       v1::Transposer::NewStub(grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials()));
   v1::ExportedEntry good;
