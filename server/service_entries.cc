@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/device_class.h"
-#include "server/entry_validation.h"
+#include "store/entry_validation.h"
 #include "server/service.h"
 
 namespace transposed {
