@@ -10,7 +10,9 @@
 //                     --kind K keeps only the drawn problems of class K (odd, aligned, skinny,
 //                     batched, strided), the same problems for the same seed.
 // For each problem, in the same run and through the one measurement harness the daemon's worker
-// uses (transposed/kernels/harness.h: rotating pairs past 4x L2, event-timed samples, median):
+// uses (transposed/kernels/harness.h: rotating pairs past 4x L2, event-timed samples, median;
+// for a problem beyond a few L2 sizes, the median over --placements buffer sets allocated while
+// the earlier are held, 3 by default as the daemon's final pass: core/placements.h):
 //   memcpy        cudaMemcpyAsync device-to-device of the same bytes (the ceiling);
 //   cublas_geam   the family's vendor member `cublas.geam` (cublasSgeam/Dgeam, op(A) = A^T; f32
 //                 and f64, one matrix; dlopen'd: skipped where libcublas is absent);
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "bench/problems.h"
+#include "core/placements.h"
 #include "core/problem.h"
 #include "transposed/kernels/config.h"
 #include "transposed/kernels/harness.h"
@@ -56,16 +59,29 @@ struct Row {
   bool ok = false;
   std::string error;
   double median_s = 0, min_s = 0;
-  int samples = 0, buffers = 0;
+  int samples = 0, buffers = 0, placements = 1;
   double copy_s = 0;
   double gbps() const { return ok ? EffectiveGBps(p.bytes(), median_s) : 0; }
   double pct() const { return ok && copy_s > 0 ? 100.0 * copy_s / median_s : 0; }
 };
 
+// One buffer set's share of the timing options over `sets` sets (PlacementShare's split).
+kernels::TimingOptions Share(const kernels::TimingOptions& t, int sets) {
+  MeasureOptions o{t.warmup, t.min_samples, t.min_seconds, t.max_samples, sets};
+  const MeasureOptions s = PlacementShare(o, sets);
+  kernels::TimingOptions r = t;
+  r.warmup = s.warmup;
+  r.min_samples = s.min_samples;
+  r.min_seconds = s.min_seconds;
+  r.max_samples = s.max_samples;
+  return r;
+}
+
 struct Bench {
   cudaStream_t stream = nullptr;
   std::unique_ptr<kernels::EventPool> events;
   kernels::TimingOptions timing;
+  int placements = 3;    // --placements: buffer sets per figure where the problem is big enough
   std::vector<Row> all;  // every configuration of every problem
   uint64_t check_seed = 0x5eedb000;
   bool any_failed = false;
@@ -100,22 +116,41 @@ struct Bench {
       return rows;
     }
     kernels::RotatingBuffers& b = **buffers;
+    // The daemon's rule (core/placements.h): big problems are timed over several buffer sets.
+    kernels::PlacementSets sets(&b);
+    std::string fallback;
+    auto planned = sets.Ensure(placements, stream, &fallback);
+    if (!fallback.empty()) std::printf("%s: %s\n", label.c_str(), fallback.c_str());
+    const int n_sets = planned.ok() ? *planned : 1;
+    if (!planned.ok()) std::printf("%s: %s\n", label.c_str(), planned.status().ToString().c_str());
     uint64_t rotate = 0;
-    auto time = [&](Row& r, const std::function<Status(int)>& launch) {
-      auto t = kernels::TimeLaunches(launch, b.pairs(), &rotate, stream, *events, timing);
+    // Times launch(set, pair) on each set with its share of the options: the median of the sets'
+    // medians, the fastest sample of all.
+    auto time = [&](Row& r, const std::function<Status(const kernels::RotatingBuffers&, int)>& launch) {
+      const kernels::TimingOptions share = Share(timing, n_sets);
+      std::vector<double> medians;
       r.buffers = b.pairs();
-      if (!t.ok()) {
-        r.error = t.status().ToString();
-        return;
+      r.placements = n_sets;
+      for (int s = 0; s < n_sets; ++s) {
+        const kernels::RotatingBuffers& set = sets.set(s);
+        auto t = kernels::TimeLaunches([&](int i) { return launch(set, i); }, set.pairs(), &rotate,
+                                       stream, *events, share);
+        if (!t.ok()) {
+          r.error = t.status().ToString();
+          return;
+        }
+        medians.push_back(t->median_s());
+        r.min_s = s == 0 ? t->min_s() : std::min(r.min_s, t->min_s());
+        r.samples += static_cast<int>(t->samples_s.size());
       }
       r.ok = true;
-      r.median_s = t->median_s();
-      r.min_s = t->min_s();
-      r.samples = static_cast<int>(t->samples_s.size());
+      r.median_s = MedianOf(medians);
     };
 
     Row copy = row("memcpy", "D2D");
-    time(copy, [&](int i) { return kernels::LaunchMemcpy(b, i, stream); });
+    time(copy, [&](const kernels::RotatingBuffers& s, int i) {
+      return kernels::LaunchMemcpy(s, i, stream);
+    });
     rows.push_back(copy);
 
     // Check, then time, every configuration the family offers for this problem.
@@ -130,7 +165,9 @@ struct Bench {
       Row r = row("family", c.Name());
       auto prepared = kernels::PreparedLaunch::Prepare(c, p);
       Status st = prepared.ok() ? Status::OK() : prepared.status();
-      for (int i = 0; st.ok() && i < b.pairs(); ++i) st = prepared->CheckPointers(b.in(i), b.out(i));
+      for (int s = 0; s < n_sets; ++s)
+        for (int i = 0; st.ok() && i < sets.set(s).pairs(); ++i)
+          st = prepared->CheckPointers(sets.set(s).in(i), sets.set(s).out(i));
       if (st.ok()) st = b.PrepareCheck(++check_seed, stream);
       if (st.ok()) st = prepared->Run(b.in(0), b.out(0), stream);
       if (st.ok()) {
@@ -144,7 +181,9 @@ struct Bench {
         // Ours must never fail; a vendor library that is not bit-exact is a finding, not a bug.
         if (!c.vendor()) any_failed = true;
       } else {
-        time(r, [&](int i) { return prepared->Run(b.in(i), b.out(i), stream); });
+        time(r, [&](const kernels::RotatingBuffers& s, int i) {
+          return prepared->Run(s.in(i), s.out(i), stream);
+        });
       }
       r.copy_s = copy.ok ? copy.median_s : 0;
       all.push_back(r);
@@ -198,18 +237,18 @@ void WriteCsv(const std::string& path, const std::vector<Row>& rows, uint64_t se
   }
   std::fprintf(f,
                "problem,kind,dtype,rows,cols,batch,ld_in,ld_out,bytes,method,config,median_us,"
-               "min_us,gbps,pct_of_copy,samples,buffers,seed,error\n");
+               "min_us,gbps,pct_of_copy,samples,buffers,placements,seed,error\n");
   for (const Row& r : rows) {
     std::string err = r.error;
     std::replace(err.begin(), err.end(), ',', ';');
     std::replace(err.begin(), err.end(), '\n', ' ');
-    std::fprintf(f, "\"%s\",%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%s,%s,%.3f,%.3f,%.1f,%.1f,%d,%d,",
+    std::fprintf(f, "\"%s\",%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%s,%s,%.3f,%.3f,%.1f,%.1f,%d,%d,%d,",
                  r.problem.c_str(), r.kind.c_str(), std::string(DTypeName(r.p.dtype)).c_str(),
                  static_cast<long long>(r.p.rows), static_cast<long long>(r.p.cols),
                  static_cast<long long>(r.p.batch), static_cast<long long>(r.p.in_ld()),
                  static_cast<long long>(r.p.out_ld()), static_cast<long long>(r.p.bytes()),
                  r.method.c_str(), r.config.c_str(), r.median_s * 1e6, r.min_s * 1e6, r.gbps(),
-                 r.pct(), r.samples, r.buffers);
+                 r.pct(), r.samples, r.buffers, r.placements);
     if (seed) {
       std::fprintf(f, "%llu", static_cast<unsigned long long>(seed));
     }
@@ -246,13 +285,6 @@ void PrintSummary(const std::vector<Row>& summary) {
     std::printf("  %s\n", tuned && tuned->ok ? tuned->config.c_str() : "-");
     i = j;
   }
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 // Random mode: per element size, the share of the copy of `tuned` and of `family_best` (median,
@@ -294,7 +326,7 @@ void PrintRandomSummary(const std::vector<Row>& summary, uint64_t seed) {
     // An element size with no problem of 64 MiB or more prints "-", not a 0% median.
     char m64[32] = "-", w64[32] = "-";
     if (!a.tuned64.empty()) {
-      std::snprintf(m64, sizeof(m64), "%.1f%% (%zu)", Median(a.tuned64), a.tuned64.size());
+      std::snprintf(m64, sizeof(m64), "%.1f%% (%zu)", MedianOf(a.tuned64), a.tuned64.size());
       std::snprintf(w64, sizeof(w64), "%.1f%%", worst(a.tuned64));
     }
     char g1[32] = "-", g2[32] = "-";
@@ -302,7 +334,7 @@ void PrintRandomSummary(const std::vector<Row>& summary, uint64_t seed) {
       std::snprintf(g1, sizeof(g1), "%.3f (%zu)", worst(a.tuned_vs_geam), a.tuned_vs_geam.size());
     if (!a.family_vs_geam.empty())
       std::snprintf(g2, sizeof(g2), "%.3f", worst(a.family_vs_geam));
-    std::printf("%-6d %4d %13.1f%% %13.1f%% %16s %16s %18s %18s\n", e, a.n, Median(a.tuned),
+    std::printf("%-6d %4d %13.1f%% %13.1f%% %16s %16s %18s %18s\n", e, a.n, MedianOf(a.tuned),
                 worst(a.tuned), m64, w64, g1, g2);
   }
 }
@@ -347,6 +379,7 @@ int Main(int argc, char** argv) {
   std::vector<Problem> given;
   std::vector<std::string> only;
   int random_n = 0;
+  int placements = 3;
   uint64_t seed = 0;
   bool seed_given = false;
   int64_t min_mib = 16, max_mib = 2048;
@@ -385,6 +418,8 @@ int Main(int argc, char** argv) {
         if (!name.empty()) only.push_back(name);
     } else if (a == "--kind") {
       kind = next();
+    } else if (a == "--placements") {
+      placements = std::max(1, std::min(kMaxPlacements, std::atoi(next().c_str())));
     } else if (a == "--samples") {
       timing.min_samples = std::max(3, std::atoi(next().c_str()));
     } else if (a == "--random") {
@@ -399,7 +434,8 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: transpose_bench [--csv PATH] [--all-csv PATH] [--filter SUBSTR] "
-                   "[--samples N] [--problem SPEC]... [--config SUBSTR[,SUBSTR...]]\n"
+                   "[--samples N] [--placements N] [--problem SPEC]... "
+                   "[--config SUBSTR[,SUBSTR...]]\n"
                    "       transpose_bench --random N [--seed S] [--min-mib M] [--max-mib M] "
                    "[--kind odd|aligned|skinny|batched|strided] [--csv PATH] [--all-csv PATH]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
@@ -432,6 +468,7 @@ int Main(int argc, char** argv) {
 
   Bench bench;
   bench.timing = timing;
+  bench.placements = placements;
   bench.only = only;
   if (cudaStreamCreateWithFlags(&bench.stream, cudaStreamNonBlocking) != cudaSuccess) return 2;
   auto events = kernels::EventPool::Create();

@@ -62,7 +62,9 @@ StatusOr<std::pair<std::string, TuneOptions>> ParseVariant(const std::string& sp
     const std::string key = kv.substr(0, eq), val = eq == std::string::npos ? "" : kv.substr(eq + 1);
     if (key == "quick" || key == "final") {
       TR_ASSIGN_OR_RETURN(MeasureOptions o, ParseMeasureOptions(val));
-      (key == "quick" ? v.second.quick : v.second.final) = o;
+      MeasureOptions& target = key == "quick" ? v.second.quick : v.second.final;
+      o.placements = target.placements;  // the daemon's buffer placements stay
+      target = o;
     } else if (key == "finalists") {
       v.second.finalists = std::max(1, std::atoi(val.c_str()));
     } else if (key == "prune") {

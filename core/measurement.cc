@@ -12,7 +12,7 @@ bool MeasureMethod::operator==(const MeasureMethod& o) const {
          threads == o.threads && sm_clock_khz == o.sm_clock_khz &&
          memory_clock_khz == o.memory_clock_khz && preempted_retaken == o.preempted_retaken &&
          preempted_kept == o.preempted_kept && alternatives_median_s == o.alternatives_median_s &&
-         final_rounds == o.final_rounds &&
+         final_rounds == o.final_rounds && placements == o.placements &&
          remeasured_after_rel_spread == o.remeasured_after_rel_spread &&
          remeasured_after_slowdown == o.remeasured_after_slowdown;
 }

@@ -19,6 +19,10 @@ struct MeasureOptions {
   int min_samples = 5;       // timed runs: at least this many...
   double min_seconds = 0.01; // ...and at least this much timed time in total
   int max_samples = 10000;   // hard cap
+  // Buffer placements (separate allocations) to take the figure over, for problems big enough
+  // for it (core/placements.h): the median of the per-placement medians. 1: the open problem's
+  // buffers only. A backend without the rule (the CPU) measures one.
+  int placements = 1;
 };
 
 // How a measurement was taken: one record for every backend; a field a backend has no value for
@@ -39,6 +43,8 @@ struct MeasureMethod {
   int preempted_kept = 0;           // disturbed runs kept after the re-take limit (CPU)
   std::map<std::string, double> alternatives_median_s;  // ceiling: every copy tried, its median
   int final_rounds = 0;             // tuner: interleaved final rounds combined into this one
+  int placements = 0;               // buffer placements the figure is the median over (CUDA;
+                                    // core/placements.h); 0: not recorded (one)
   double remeasured_after_rel_spread = 0;  // tuner: re-measured after this spread (0: not)
   double remeasured_after_slowdown = 0;  // tuner: re-measured after its final median came out
                                          // this many times its quick one (0: not)

@@ -403,7 +403,11 @@ METHOD = """\
   and the benchmark): input/output pairs rotated so that the working set exceeds 4x the L2,
   event-timed samples after warm-up, the median kept. Every configuration is first checked
   against a reference kernel on a poisoned output (bit-exact; cuBLAS value-exact) and never
-  ranked if it fails.
+  ranked if it fails. For a problem whose input/output pair exceeds 4 L2 sizes, runs of a commit
+  that has `core/placements.h` take each figure (and the daemon its stored one) over 3 buffer
+  placements, allocated while the earlier are held, as the median of their medians: one
+  allocation's figure varied by 6% at 2 GiB on an H200
+  ([design/kernel-family.md](design/kernel-family.md#buffers-the-h200-gap-at-2-gib)).
 - **Seeded random shapes**: `transpose_bench --random N` draws odd, aligned, skinny, batched and
   strided problems of every element size from a seed; the seed is printed and repeats the draw.
 - **torch** figures are PyTorch's own `x.t().contiguous()` (its transpose copy) and `clone()`

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/placements.h"
 #include "kernels/device_check.cuh"
 #include "transposed/kernels/launch.h"
 
@@ -60,8 +61,9 @@ StatusOr<std::unique_ptr<RotatingBuffers>> RotatingBuffers::Create(const Problem
   TR_RETURN_IF_ERROR(Cuda(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
   const int64_t in_b = p.in_alloc_bytes(), out_b = p.out_alloc_bytes(), pair_b = in_b + out_b;
   // One pair plus the reference output must fit, with 10% of free memory left over.
-  if (static_cast<double>(pair_b + out_b) > 0.9 * static_cast<double>(free_b))
-    return Status::ResourceExhausted(p.ToString() + " needs " + std::to_string(pair_b + out_b) +
+  const int64_t need_b = pair_b + (o.reference ? out_b : 0);
+  if (static_cast<double>(need_b) > 0.9 * static_cast<double>(free_b))
+    return Status::ResourceExhausted(p.ToString() + " needs " + std::to_string(need_b) +
                                      " bytes of buffers, the device has " +
                                      std::to_string(free_b) + " free");
   const int64_t cap = std::min<int64_t>(
@@ -84,14 +86,16 @@ StatusOr<std::unique_ptr<RotatingBuffers>> RotatingBuffers::Create(const Problem
     b->in_.push_back(in);
     b->out_.push_back(out);
   }
-  if (!Cuda(cudaMalloc(&b->ref_, out_b), "cudaMalloc(reference)").ok()) {
-    b->ref_ = nullptr;
-    cudaGetLastError();
-    return Status::ResourceExhausted("cudaMalloc(reference) of " + std::to_string(out_b) +
-                                     " bytes failed");
+  if (o.reference) {
+    if (!Cuda(cudaMalloc(&b->ref_, out_b), "cudaMalloc(reference)").ok()) {
+      b->ref_ = nullptr;
+      cudaGetLastError();
+      return Status::ResourceExhausted("cudaMalloc(reference) of " + std::to_string(out_b) +
+                                       " bytes failed");
+    }
+    TR_RETURN_IF_ERROR(Cuda(cudaMalloc(&b->counters_, 2 * sizeof(unsigned long long)),
+                            "cudaMalloc(check counters)"));
   }
-  TR_RETURN_IF_ERROR(Cuda(cudaMalloc(&b->counters_, 2 * sizeof(unsigned long long)),
-                          "cudaMalloc(check counters)"));
   // Random data everywhere (never time zeros), outputs included.
   for (int64_t i = 0; i < n; ++i) {
     TR_RETURN_IF_ERROR(check::Fill(b->in_[i], in_b, 1000 + 2 * i, stream));
@@ -106,6 +110,7 @@ int64_t RotatingBuffers::working_set_bytes() const {
 }
 
 Status RotatingBuffers::PrepareReference(uint64_t seed, cudaStream_t stream) {
+  if (!ref_) return Status::FailedPrecondition("buffers made without a reference output");
   const int64_t in_b = problem_.in_alloc_bytes(), out_b = problem_.out_alloc_bytes();
   TR_RETURN_IF_ERROR(check::Fill(in_[0], in_b, seed, stream));
   // Random gaps in the reference: Poison copies them into the output, a check compares them.
@@ -115,6 +120,7 @@ Status RotatingBuffers::PrepareReference(uint64_t seed, cudaStream_t stream) {
 }
 
 Status RotatingBuffers::PoisonOutput(cudaStream_t stream) {
+  if (!ref_) return Status::FailedPrecondition("buffers made without a reference output");
   TR_RETURN_IF_ERROR(check::Poison(problem_, out_[0], ref_, stream));
   return Cuda(cudaStreamSynchronize(stream), "poisoning the output");
 }
@@ -125,10 +131,43 @@ Status RotatingBuffers::PrepareCheck(uint64_t seed, cudaStream_t stream) {
 }
 
 Status RotatingBuffers::CompareCheck(cudaStream_t stream, bool nan_equal) {
+  if (!ref_) return Status::FailedPrecondition("buffers made without a reference output");
   Status s = check::CompareBytesWith(problem_, out_[0], ref_, problem_.out_alloc_bytes(), stream,
                                      nan_equal, counters_);
   if (s.ok() || s.message().find("mismatching") == std::string::npos) return s;
   return Status::FailedPrecondition("output differs from the reference: " + s.message());
+}
+
+StatusOr<int> PlacementSets::Ensure(int wanted, cudaStream_t stream, std::string* fallback) {
+  if (wanted <= 1) return 1;
+  if (!planned_) {
+    planned_ = true;
+    const Problem& p = first_->problem();
+    size_t free_b = 0, total_b = 0;
+    TR_RETURN_IF_ERROR(Cuda(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
+    const PlacementPlan plan =
+        PlanPlacements(wanted, p.in_alloc_bytes() + p.out_alloc_bytes(),
+                       first_->working_set_bytes(), first_->l2_bytes(),
+                       static_cast<int64_t>(free_b));
+    if (!plan.fallback.empty() && fallback) *fallback = plan.fallback;
+    HarnessOptions timed_only;
+    timed_only.reference = false;
+    for (int s = 1; s < plan.placements; ++s) {
+      // Each set while the earlier are held: other physical memory than theirs.
+      auto b = RotatingBuffers::Create(p, stream, timed_only);
+      if (!b.ok()) {
+        extra_.clear();
+        if (b.status().code() != StatusCode::kResourceExhausted) return b.status();
+        if (fallback) {
+          *fallback = "one buffer placement instead of " + std::to_string(plan.placements) +
+                      ": set " + std::to_string(s) + " did not fit (" + b.status().message() + ")";
+        }
+        break;
+      }
+      extra_.push_back(std::move(*b));
+    }
+  }
+  return std::min(wanted, sets());
 }
 
 EventPool::~EventPool() {

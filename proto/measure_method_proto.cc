@@ -21,6 +21,7 @@ void MeasureMethodToProto(const MeasureMethod& in, v1::MeasureMethod* out) {
   out->set_final_rounds(in.final_rounds);
   out->set_remeasured_after_rel_spread(in.remeasured_after_rel_spread);
   out->set_remeasured_after_slowdown(in.remeasured_after_slowdown);
+  out->set_placements(in.placements);
 }
 
 StatusOr<MeasureMethod> MeasureMethodFromProto(const std::string& field,
@@ -50,6 +51,7 @@ StatusOr<MeasureMethod> MeasureMethodFromProto(const std::string& field,
   m.final_rounds = in.final_rounds();
   m.remeasured_after_rel_spread = in.remeasured_after_rel_spread();
   m.remeasured_after_slowdown = in.remeasured_after_slowdown();
+  m.placements = in.placements();
   return m;
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "core/placements.h"
 #include "core/problem.h"
 #include "core/text.h"
 
@@ -123,6 +124,7 @@ Status ValidateMeasureMethod(const std::string& field, const MeasureMethod& m) {
   TR_RETURN_IF_ERROR(CheckCount(field + ".preempted_retaken", m.preempted_retaken, 0, kMaxInt));
   TR_RETURN_IF_ERROR(CheckCount(field + ".preempted_kept", m.preempted_kept, 0, kMaxInt));
   TR_RETURN_IF_ERROR(CheckCount(field + ".final_rounds", m.final_rounds, 0, kMaxInt));
+  TR_RETURN_IF_ERROR(CheckCount(field + ".placements", m.placements, 0, kMaxPlacements));
   if (m.alternatives_median_s.size() > 16)
     return Status::InvalidArgument(field + ".alternatives_median_s: at most 16 entries, got " +
                                    std::to_string(m.alternatives_median_s.size()));

@@ -102,6 +102,10 @@ TEST(EntryValidation, RefusesNegativeCountsLongStringsAndTooManyCandidates) {
   r.best_measurement.method.buffers = -3;
   EXPECT_EQ(ErrorOf(r).rfind("answer.measurement.method.buffers: must be in 0..", 0), 0u);
   r = Good();
+  r.best_measurement.method.placements = 9;  // more than kMaxPlacements (core/placements.h)
+  EXPECT_EQ(ErrorOf(r).rfind("answer.measurement.method.placements: must be in 0..8", 0), 0u)
+      << ErrorOf(r);
+  r = Good();
   r.ceiling.method.op = std::string(65, 'x');
   EXPECT_EQ(ErrorOf(r).rfind("answer.ceiling.method.op: too long", 0), 0u);
   r = Good();

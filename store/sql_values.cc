@@ -62,6 +62,7 @@ Status ToSql(Stmt& st, int i, const MeasureMethod& m) {
   put("remeasured_after_rel_spread", m.remeasured_after_rel_spread,
       m.remeasured_after_rel_spread != 0);
   put("remeasured_after_slowdown", m.remeasured_after_slowdown, m.remeasured_after_slowdown != 0);
+  put("placements", m.placements, m.placements != 0);
   return st.Bind(i, Dump(j));
 }
 Status FromSql(const Stmt& st, int i, MeasureMethod* out) {
@@ -101,6 +102,7 @@ Status FromSql(const Stmt& st, int i, MeasureMethod* out) {
     get("final_rounds", &out->final_rounds);
     get("remeasured_after_rel_spread", &out->remeasured_after_rel_spread);
     get("remeasured_after_slowdown", &out->remeasured_after_slowdown);
+    get("placements", &out->placements);
   } catch (const nlohmann::json::exception& e) {
     return Status::Internal(std::string("method: ") + e.what());
   }

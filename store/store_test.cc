@@ -119,6 +119,7 @@ Measurement MakeMeasurement(double median_s, int samples, const std::string& tim
   m.method.working_set_bytes = int64_t{1} << 33;
   m.method.alternatives_median_s = {{"memcpy_d2d", median_s * 0.9}};
   m.method.final_rounds = 3;
+  m.method.placements = 3;
   m.method.remeasured_after_rel_spread = 0.1 + 0.2;
   m.method.remeasured_after_slowdown = 3.25;
   return m;

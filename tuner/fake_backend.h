@@ -2,7 +2,8 @@
 // (the daemon's workers, the store, the RPCs).
 //
 // Each fake candidate has a scripted outcome: the check status, the median of each successive
-// Measure call (the k-th call reports times_s[min(k, size-1)]), a measurement error, and real
+// Measure call (the k-th call reports times_s[min(k, size-1)]; with several buffer placements
+// asked, combined with other_placements_s), a measurement error, and real
 // time to spend in Check (to exercise budgets). The backend counts Open/Check/Measure/ceiling
 // calls and logs them in order ("open", "ceiling", "check:NAME", "measure:NAME"), so tests can
 // see what the tuner did and in which order. No timing is real except check_sleep_s.
@@ -22,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/placements.h"
 #include "core/problem.h"
 #include "core/status.h"
 #include "tuner/backend.h"
@@ -36,6 +38,10 @@ struct FakeCandidate {
   Status measure_status;  // non-OK: Measure calls from number measure_fails_from on fail with it
   int measure_fails_from = 0;  // 0-based call number
   double check_sleep_s = 0;    // real time spent in each Check
+  // Medians on buffer placements 1, 2...: a Measure asking for several placements reports the
+  // combination (core/placements.h CombinePlacements) of times_s's pick (placement 0) and these,
+  // as the CUDA worker does for a big problem. Empty: every placement measures alike.
+  std::vector<double> other_placements_s;
 };
 
 class FakeBackend : public Backend {
@@ -186,7 +192,13 @@ class FakeBackend : public Backend {
       if (!f->measure_status.ok() && k >= f->measure_fails_from) return f->measure_status;
       if (f->times_s.empty()) return Measurement::Invalid("fake: no scripted time");
       const size_t idx = std::min(static_cast<size_t>(k), f->times_s.size() - 1);
-      return Scripted(f->times_s[idx], opt);
+      const int sets =
+          std::min(opt.placements, 1 + static_cast<int>(f->other_placements_s.size()));
+      if (sets <= 1) return Scripted(f->times_s[idx], opt);
+      const MeasureOptions share = PlacementShare(opt, sets);
+      std::vector<Measurement> per_set = {Scripted(f->times_s[idx], share)};
+      for (int s = 1; s < sets; ++s) per_set.push_back(Scripted(f->other_placements_s[s - 1], share));
+      return CombinePlacements(per_set);
     }
 
     StatusOr<Measurement> MeasureCeiling(const MeasureOptions& opt) override {

@@ -1,7 +1,8 @@
 // The tuner: given a Backend and a Problem, find the fastest valid candidate.
 //
 // Search: every candidate is checked bit-exact, then given a quick measurement; the leaders are
-// then re-measured side by side with longer measurements, in rounds, and the best median wins.
+// then re-measured side by side with longer measurements, in rounds, and the best median wins
+// (each final measurement of a big problem taken over several buffer placements: TuneOptions).
 // After each round, a finalist whose median so far is more than prune_margin slower than the best
 // so far is dropped from the later rounds (never the incumbent; none when exhaustive). A winner whose
 // rel_spread exceeds max_rel_spread, or whose final median came out more than max_slowdown times
@@ -41,7 +42,10 @@ struct TuneOptions {
   double budget_seconds = 20.0;   // wall-time budget of one tune
   bool exhaustive = false;        // long-measure every candidate (validation of the search)
   MeasureOptions quick{1, 3, 0.002, 50};     // first pass over all candidates
-  MeasureOptions final{3, 15, 0.02, 2000};   // side-by-side re-measure of the leaders
+  // Side-by-side re-measure of the leaders, over 3 buffer placements where the problem is big
+  // enough for the backend's rule (core/placements.h): the final figure, and the winner, are the
+  // median placement's, not one allocation's luck. The quick pass stays on one.
+  MeasureOptions final{3, 15, 0.02, 2000, 3};
   int finalists = 4;              // how many leaders the final pass re-measures
   double finalist_margin = 0.10;  // ...plus any within this fraction of the quick-pass best
   double prune_margin = 0.03;     // final rounds: drop finalists this much slower than the best

@@ -528,5 +528,39 @@ TEST(TunerTest, SmallBudgetReTuneKeepsTheIncumbent) {
   EXPECT_FALSE(r->incumbent_kept);
 }
 
+// A big problem's final figure is taken over several buffer placements (core/placements.h), the
+// quick pass's over one: a candidate fast on the first allocation only (the H200's 16-byte tile
+// at 2 GiB, docs/design/kernel-family.md "Buffers") leads the quick pass but loses the final one to
+// a steady candidate, and the stored figure says over how many placements it was taken.
+TEST(TunerTest, TheFinalFigureIsTheMedianOverBufferPlacements) {
+  FakeCandidate lucky = Timed("lucky", {1.00e-3});
+  lucky.other_placements_s = {1.06e-3, 1.06e-3};
+  FakeCandidate steady = Timed("steady", {1.02e-3});
+  steady.other_placements_s = {1.02e-3, 1.02e-3};
+  FakeBackend b({lucky, steady});
+  StatusOr<TuneResult> r = RunTune(b, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "steady");
+  EXPECT_EQ(r->best_measurement.method.placements, 3);
+  EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 1.02e-3);
+  EXPECT_DOUBLE_EQ(ResultOf(*r, "lucky").measurement.median_s, 1.06e-3);
+  // The quick pass asks for one placement, every final round (and the ceiling) for three.
+  for (const std::string name : {"lucky", "steady"}) {
+    const std::vector<MeasureOptions> asked = b.measure_options(name);
+    ASSERT_GE(asked.size(), 2u) << name;  // (lucky is pruned after its first final round)
+    EXPECT_EQ(asked.front().placements, 1) << name;
+    for (size_t i = 1; i < asked.size(); ++i) EXPECT_EQ(asked[i].placements, 3) << name;
+  }
+
+  // On one placement (what the final pass measured before) the lucky one wins.
+  FakeBackend one({lucky, steady});
+  TuneOptions o;
+  o.final.placements = 1;
+  r = RunTune(one, SmallProblem(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "lucky");
+  EXPECT_EQ(r->best_measurement.method.placements, 0);
+}
+
 }  // namespace
 }  // namespace transposed

@@ -192,6 +192,7 @@ TuneResult TestResult() {
   how.buffers = 9;
   how.alternatives_median_s = {{"memcpy", 0.25}};
   how.final_rounds = 3;
+  how.placements = 3;
   how.remeasured_after_slowdown = 2.5;
   r.best_measurement = Measurement::FromSamples({0.004, 0.005, 0.006}, 2, how);
   r.ceiling = Measurement::FromSamples({0.004, 0.004, 0.004}, 2, {});
@@ -220,6 +221,7 @@ TEST(ConvertTest, MeasurementToProtoComputesGbps) {
   EXPECT_EQ(m.method().buffers(), 9);
   EXPECT_EQ(m.method().alternatives_median_s().at("memcpy"), 0.25);
   EXPECT_EQ(m.method().final_rounds(), 3);
+  EXPECT_EQ(m.method().placements(), 3);
   EXPECT_EQ(m.method().remeasured_after_slowdown(), 2.5);
   EXPECT_EQ(m.method().threads(), 0);
 

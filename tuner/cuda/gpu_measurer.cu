@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/placements.h"
 #include "core/version.h"
 #include "transposed/kernels/config.h"
 #include "transposed/kernels/harness.h"
@@ -83,11 +84,13 @@ class GpuMeasurerImpl : public GpuMeasurer {
   GpuMeasurerImpl(int device, bool faults) : device_(device), faults_(faults) {}
   ~GpuMeasurerImpl() override {
     if (!broken_) {
+      sets_.reset();
       buffers_.reset();
       events_.reset();
       if (stream_) cudaStreamDestroy(stream_);
     } else {
       // A broken context cannot free anything; the process exits next.
+      (void)sets_.release();
       (void)buffers_.release();
       (void)events_.release();
     }
@@ -145,6 +148,7 @@ class GpuMeasurerImpl : public GpuMeasurer {
 
   Status Open(const Problem& p) override {
     TR_RETURN_IF_ERROR(Usable());
+    sets_.reset();
     buffers_.reset();
     TR_RETURN_IF_ERROR(ValidateProblem(p, prop_.totalGlobalMem));
     const Clock::time_point t0 = Clock::now();
@@ -152,13 +156,17 @@ class GpuMeasurerImpl : public GpuMeasurer {
     phases_.Add("worker.open.alloc_fill", SecondsSince(t0));
     if (!b.ok()) return Noticed(b.status());
     buffers_ = std::move(*b);
+    sets_ = std::make_unique<kernels::PlacementSets>(buffers_.get());
     rotate_ = 0;
     reference_ready_ = false;
     return Status::OK();
   }
 
   Status Close() override {
-    if (!broken_) buffers_.reset();
+    if (!broken_) {
+      sets_.reset();
+      buffers_.reset();
+    }
     return Usable();
   }
 
@@ -188,26 +196,38 @@ class GpuMeasurerImpl : public GpuMeasurer {
     return s;
   }
 
+  // Over o.placements buffer sets where the open problem is big enough (core/placements.h):
+  // the sets first (so that the candidate's pointers are checked on every one), then the timing.
   StatusOr<Measurement> Measure(const Candidate& c, const MeasureOptions& o) override {
     TR_RETURN_IF_ERROR(Ready());
+    TR_ASSIGN_OR_RETURN(const int sets, Sets(o.placements));
     const Clock::time_point t = Clock::now();
     TR_ASSIGN_OR_RETURN(Parsed parsed, Parse(c));
     phases_.Add("worker.measure.parse", SecondsSince(t));
-    return Time([&](int pair) { return LaunchOnce(parsed, c.name, pair); }, o, "transpose",
-                "worker.measure");
+    return OverSets(sets, o, [&](const kernels::RotatingBuffers& b, const MeasureOptions& share) {
+      return Time(
+          b, [&](int pair) { return LaunchOnce(parsed, c.name, b, pair); }, share, "transpose",
+          "worker.measure");
+    });
   }
 
   StatusOr<Measurement> MeasureCeiling(const MeasureOptions& o) override {
     TR_RETURN_IF_ERROR(Ready());
-    const kernels::RotatingBuffers& b = *buffers_;
+    TR_ASSIGN_OR_RETURN(const int sets, Sets(o.placements));
     TR_ASSIGN_OR_RETURN(
         Measurement memcpy_m,
-        Time([&](int pair) { return kernels::LaunchMemcpy(b, pair, stream_); }, o, "memcpy_d2d",
-             "worker.ceiling"));
+        OverSets(sets, o, [&](const kernels::RotatingBuffers& b, const MeasureOptions& share) {
+          return Time(
+              b, [&](int pair) { return kernels::LaunchMemcpy(b, pair, stream_); }, share,
+              "memcpy_d2d", "worker.ceiling");
+        }));
     TR_ASSIGN_OR_RETURN(
         Measurement copy_m,
-        Time([&](int pair) { return kernels::LaunchCopy16(b, pair, stream_); }, o,
-             "copy16_kernel", "worker.ceiling"));
+        OverSets(sets, o, [&](const kernels::RotatingBuffers& b, const MeasureOptions& share) {
+          return Time(
+              b, [&](int pair) { return kernels::LaunchCopy16(b, pair, stream_); }, share,
+              "copy16_kernel", "worker.ceiling");
+        }));
     const bool memcpy_wins = memcpy_m.median_s <= copy_m.median_s;
     Measurement best = memcpy_wins ? memcpy_m : copy_m;
     // Record both in the winner's method.
@@ -272,30 +292,32 @@ class GpuMeasurerImpl : public GpuMeasurer {
                         kernels::TransposeConfig::FromName(c.name));
     TR_ASSIGN_OR_RETURN(kernels::PreparedLaunch l,
                         kernels::PreparedLaunch::Prepare(config, buffers_->problem()));
-    for (int i = 0; i < buffers_->pairs(); ++i)
-      TR_RETURN_IF_ERROR(l.CheckPointers(buffers_->in(i), buffers_->out(i)));
+    for (int s = 0; s < sets_->sets(); ++s) {
+      const kernels::RotatingBuffers& b = sets_->set(s);
+      for (int i = 0; i < b.pairs(); ++i) TR_RETURN_IF_ERROR(l.CheckPointers(b.in(i), b.out(i)));
+    }
     r.launch = std::move(l);
     return r;
   }
 
-  Status LaunchOnce(const Parsed& parsed, const std::string& name, int pair) {
+  Status LaunchOnce(const Parsed& parsed, const std::string& name,
+                    const kernels::RotatingBuffers& b, int pair) {
     if (parsed.fault == Parsed::Fault::kIllegalAddress) {
       // An address far from any allocation: the store faults with an illegal address.
       FaultKernel<<<1, 1, 0, stream_>>>(reinterpret_cast<int*>(uintptr_t{0x10}));
       return Cuda(cudaGetLastError(), ("launching " + name).c_str());
     }
     if (parsed.fault != Parsed::Fault::kNone) {
-      const Problem& p = buffers_->problem();
-      TR_RETURN_IF_ERROR(
-          kernels::LaunchReference(p, buffers_->in(pair), buffers_->out(pair), stream_));
+      const Problem& p = b.problem();
+      TR_RETURN_IF_ERROR(kernels::LaunchReference(p, b.in(pair), b.out(pair), stream_));
       // The middle element's first byte, or the first gap byte after output row 0.
       int64_t at = (p.out_alloc_bytes() / p.elem_size() / 2) * p.elem_size();
       if (parsed.fault == Parsed::Fault::kGapWrite && p.out_ld() > p.rows)
         at = p.rows * p.elem_size();
-      FlipByteKernel<<<1, 1, 0, stream_>>>(static_cast<unsigned char*>(buffers_->out(pair)) + at);
+      FlipByteKernel<<<1, 1, 0, stream_>>>(static_cast<unsigned char*>(b.out(pair)) + at);
       return Cuda(cudaGetLastError(), ("launching " + name).c_str());
     }
-    Status s = parsed.launch->Run(buffers_->in(pair), buffers_->out(pair), stream_);
+    Status s = parsed.launch->Run(b.in(pair), b.out(pair), stream_);
     if (!s.ok()) {
       // The kernel library may have seen a CUDA error; a sticky one must be noticed.
       Cuda(cudaGetLastError(), "after launch");
@@ -318,7 +340,7 @@ class GpuMeasurerImpl : public GpuMeasurer {
     TR_RETURN_IF_ERROR(Noticed(buffers_->PoisonOutput(stream_)));
     phases_.Add("worker.check.poison", SecondsSince(t));
     t = Clock::now();
-    TR_RETURN_IF_ERROR(LaunchOnce(parsed, c.name, 0));
+    TR_RETURN_IF_ERROR(LaunchOnce(parsed, c.name, *buffers_, 0));
     TR_RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream_), ("running " + c.name).c_str()));
     phases_.Add("worker.check.launch", SecondsSince(t));
     t = Clock::now();
@@ -330,18 +352,52 @@ class GpuMeasurerImpl : public GpuMeasurer {
     return s;
   }
 
+  // The buffer sets a measurement asking for `wanted` placements uses (kernels::PlacementSets:
+  // planned on the open problem's first such ask, the extra sets allocated then). A fallback to
+  // one set is said once per problem on stderr (the daemon's log).
+  StatusOr<int> Sets(int wanted) {
+    if (wanted <= 1 || sets_->planned()) return std::min(std::max(1, wanted), sets_->sets());
+    const Clock::time_point t = Clock::now();
+    std::string fallback;
+    auto n = sets_->Ensure(wanted, stream_, &fallback);
+    if (!n.ok()) return Noticed(n.status());
+    phases_.Add("worker.placements.alloc_fill", SecondsSince(t));
+    if (!fallback.empty()) {
+      std::fprintf(stderr, "worker: %s: %s\n", buffers_->problem().ToString().c_str(),
+                   fallback.c_str());
+      std::fflush(stderr);
+    }
+    return *n;
+  }
+
+  // One measurement over `sets` buffer sets: time(set, options) on each with its share of the
+  // options, combined by the rule of core/placements.h (the median of the sets' medians).
+  StatusOr<Measurement> OverSets(
+      int sets, const MeasureOptions& o,
+      const std::function<StatusOr<Measurement>(const kernels::RotatingBuffers&,
+                                                const MeasureOptions&)>& time) {
+    if (sets <= 1) return time(*buffers_, o);
+    const MeasureOptions share = PlacementShare(o, sets);
+    std::vector<Measurement> per_set;
+    for (int s = 0; s < sets; ++s) {
+      TR_ASSIGN_OR_RETURN(Measurement m, time(sets_->set(s), share));
+      per_set.push_back(std::move(m));
+    }
+    return CombinePlacements(per_set);
+  }
+
   // Times launch(pair) with the shared harness (kernels::TimeLaunches) and records the method;
   // the harness's warm-up and sample wall times, and the device time of the samples, go to
   // phase.warmup, phase.samples and phase.timed.
-  StatusOr<Measurement> Time(const std::function<Status(int)>& launch, const MeasureOptions& o,
+  StatusOr<Measurement> Time(const kernels::RotatingBuffers& b,
+                             const std::function<Status(int)>& launch, const MeasureOptions& o,
                              const char* op, const std::string& phase) {
     kernels::TimingOptions t;
     t.warmup = o.warmup;
     t.min_samples = o.min_samples;
     t.min_seconds = o.min_seconds;
     t.max_samples = o.max_samples;
-    auto timing =
-        kernels::TimeLaunches(launch, buffers_->pairs(), &rotate_, stream_, *events_, t);
+    auto timing = kernels::TimeLaunches(launch, b.pairs(), &rotate_, stream_, *events_, t);
     if (!timing.ok()) return Noticed(timing.status());
     phases_.Add(phase + ".warmup", timing->warmup_wall_s);
     phases_.Add(phase + ".samples", timing->samples_wall_s);
@@ -350,9 +406,10 @@ class GpuMeasurerImpl : public GpuMeasurer {
     method.timer = "cuda_event";  // the shared harness, transposed/kernels/harness.h
     method.op = op;
     method.launches_per_sample = timing->launches_per_sample;
-    method.buffers = buffers_->pairs();
-    method.working_set_bytes = buffers_->working_set_bytes();
-    method.cache_bytes = buffers_->l2_bytes();
+    method.buffers = b.pairs();
+    method.working_set_bytes = b.working_set_bytes();
+    method.cache_bytes = b.l2_bytes();
+    method.placements = 1;
     method.sm_clock_khz = sm_clock_khz_;
     method.memory_clock_khz = mem_clock_khz_;
     return Measurement::FromSamples(std::move(timing->samples_s), timing->warmup,
@@ -367,6 +424,8 @@ class GpuMeasurerImpl : public GpuMeasurer {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<kernels::EventPool> events_;
   std::unique_ptr<kernels::RotatingBuffers> buffers_;
+  // buffers_ and, for measurements over several placements, the extra sets (destroyed first).
+  std::unique_ptr<kernels::PlacementSets> sets_;
   uint64_t check_seed_ = 0;
   bool reference_ready_ = false;  // buffers_ holds a reference output of pair 0's input
   uint64_t rotate_ = 0;

@@ -3,7 +3,11 @@
 // It owns the CUDA context of one device, the open problem's rotating input/output buffers, the
 // reference output and the timers; CudaEngine (cuda_engine.h) serves it through the worker
 // protocol (tuner/worker/). Buffers are allocated once per Open and reused by every Check/Measure of
-// that problem. After a sticky CUDA error (illegal address, launch failure...) context_broken()
+// that problem; a measurement asking for several placements (MeasureOptions::placements, the
+// tuner's final pass) of a problem beyond a few L2 sizes is taken over that many buffer sets, the
+// extra ones allocated on the first such ask and kept until the problem closes (the rule:
+// core/placements.h; a fallback to one set, when they do not fit, is said on stderr, the daemon's
+// log). After a sticky CUDA error (illegal address, launch failure...) context_broken()
 // turns true and every later call fails; the process must then exit.
 //
 // Thread-safety: none; one thread (the worker's request loop) uses it.

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "core/placements.h"
+
 namespace transposed::worker {
 
 void ToProto(const MeasureOptions& in, pb::MeasureOptions* out) {
@@ -9,6 +11,7 @@ void ToProto(const MeasureOptions& in, pb::MeasureOptions* out) {
   out->set_min_samples(in.min_samples);
   out->set_min_seconds(in.min_seconds);
   out->set_max_samples(in.max_samples);
+  out->set_placements(in.placements);
 }
 
 StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in) {
@@ -17,11 +20,15 @@ StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in) {
   o.min_samples = in.min_samples();
   o.min_seconds = in.min_seconds();
   o.max_samples = in.max_samples();
+  o.placements = in.placements() == 0 ? 1 : in.placements();  // unset: one
   if (o.warmup < 0) return Status::InvalidArgument("options.warmup: must be >= 0");
   if (o.min_samples < 1) return Status::InvalidArgument("options.min_samples: must be >= 1");
   if (o.max_samples < o.min_samples)
     return Status::InvalidArgument("options.max_samples: must be >= min_samples");
   if (!(o.min_seconds >= 0)) return Status::InvalidArgument("options.min_seconds: must be >= 0");
+  if (o.placements < 1 || o.placements > kMaxPlacements)
+    return Status::InvalidArgument("options.placements: must be 1.." +
+                                   std::to_string(kMaxPlacements));
   return o;
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/placements.h"
 #include "tuner/tuner.h"
 #include "tuner/worker/codec.h"
 #include "tuner/worker/fake_engine.h"
@@ -139,7 +140,7 @@ TEST(CodecTest, CandidateAndOptionsRoundTrip) {
   EXPECT_EQ(VariantFromProto("candidate", cm.candidate()).status().message(),
             "candidate.name: must not be empty");
 
-  MeasureOptions o{3, 17, 0.0123, 999};
+  MeasureOptions o{3, 17, 0.0123, 999, 3};
   pb::MeasureOptions om;
   ToProto(o, &om);
   auto ob = FromProto(om);
@@ -148,6 +149,11 @@ TEST(CodecTest, CandidateAndOptionsRoundTrip) {
   EXPECT_EQ(ob->min_samples, 17);
   EXPECT_EQ(ob->min_seconds, 0.0123);
   EXPECT_EQ(ob->max_samples, 999);
+  EXPECT_EQ(ob->placements, 3);  // the buffer placements cross to the worker
+  om.clear_placements();         // unset: one
+  EXPECT_EQ(FromProto(om)->placements, 1);
+  om.set_placements(kMaxPlacements + 1);
+  EXPECT_NE(FromProto(om).status().message().find("options.placements"), std::string::npos);
   o.max_samples = 2;  // below min_samples
   ToProto(o, &om);
   auto bad = FromProto(om);

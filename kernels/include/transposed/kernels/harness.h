@@ -9,8 +9,13 @@
 // launches on successive pairs between two CUDA events, k chosen from the warm-up so a sample
 // lasts at least min_sample_seconds; the sample's time / k is one per-launch time. Samples are
 // taken until min_samples and min_seconds are both reached (or max_samples).
+// Placements. For a problem beyond a few L2 sizes one set of pairs is one draw of physical memory
+// (on an H200 the same kernel at 2 GiB ran 6% apart on two allocations), so a measurement may be
+// taken over several sets allocated while the earlier are held (PlacementSets below), by the rule
+// of core/placements.h: the median of the sets' medians.
 //
-// Thread-safety: none; one thread uses a RotatingBuffers / EventPool at a time. Only with CUDA.
+// Thread-safety: none; one thread uses a RotatingBuffers / PlacementSets / EventPool at a time.
+// Only with CUDA.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/problem.h"
@@ -31,6 +37,9 @@ struct HarnessOptions {
   // Rotation buffers are capped at min(max_rotation_bytes, max_free_fraction * free memory).
   int64_t max_rotation_bytes = int64_t{4} << 30;
   double max_free_fraction = 0.4;
+  // false: no reference output nor check counters (a set that is only timed: the extra buffer
+  // placements of core/placements.h); the check functions then fail.
+  bool reference = true;
 };
 
 struct TimingOptions {
@@ -98,6 +107,29 @@ class RotatingBuffers {
   void* ref_ = nullptr;
   unsigned long long* counters_ = nullptr;  // CompareCheck's mismatch count and first byte
   int64_t l2_bytes_ = 0;
+};
+
+// The buffer sets of one problem for measurements over several placements (core/placements.h):
+// set 0 is the caller's (with the reference of the checks), sets 1.. are allocated on the first
+// Ensure that asks for more, each while the earlier ones are held, so that each gets other memory,
+// and kept until destroyed. Ensure plans with PlanPlacements and falls back to set 0 alone when
+// the extra sets do not fit (the plan's fallback says why) or their allocation fails.
+class PlacementSets {
+ public:
+  explicit PlacementSets(const RotatingBuffers* first) : first_(first) {}
+  // The sets a measurement asking for `wanted` placements uses (1, or the planned count, decided
+  // once: later asks for more reuse the plan). *fallback (if given) receives the plan's reason
+  // when the first ask falls back to one, else is left alone. Errors: CUDA failures other than
+  // an allocation that does not fit.
+  StatusOr<int> Ensure(int wanted, cudaStream_t stream, std::string* fallback = nullptr);
+  const RotatingBuffers& set(int i) const { return i == 0 ? *first_ : *extra_[i - 1]; }
+  int sets() const { return 1 + static_cast<int>(extra_.size()); }
+  bool planned() const { return planned_; }
+
+ private:
+  const RotatingBuffers* first_;
+  std::vector<std::unique_ptr<RotatingBuffers>> extra_;
+  bool planned_ = false;
 };
 
 // Events for TimeLaunches, created once.
