@@ -146,6 +146,50 @@ TEST_F(CudaBackendTest, MeasurementsAreSaneAndRotateBeyondL2) {
   }
 }
 
+// Buffer placements (core/placements.h) through the real worker: a problem whose pair exceeds 4
+// L2 sizes, asked for 3, is measured over 3 buffer sets (transpose and ceiling), each set with its
+// share of the samples; asked for one, or small, over its one.
+TEST_F(CudaBackendTest, BigProblemsAreMeasuredOverThreePlacements) {
+  const int64_t l2 = std::stoll(gpu().device().attributes.at("l2_bytes"));
+  const Problem big = MakeTestProblem(8192, 8192, DType::kF32);  // a 512 MiB pair
+  ASSERT_GT(big.in_alloc_bytes() + big.out_alloc_bytes(), 4 * l2);
+  auto session = gpu().Open(big);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const Candidate c = gpu().Candidates(big).front();
+  ASSERT_TRUE((*session)->Check(c).ok()) << c.name;
+  MeasureOptions three{2, 9, 0.005, 1000, 3};
+  auto m = (*session)->Measure(c, three);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(m->valid);
+  EXPECT_EQ(m->method.placements, 3);
+  EXPECT_GE(m->samples, three.min_samples);  // 3 sets x ceil(9 / 3)
+  EXPECT_EQ(m->warmup, 3);                   // one per set
+  EXPECT_LE(m->min_s, m->median_s);
+  EXPECT_GE(m->max_s, m->median_s);
+  auto ceiling = (*session)->MeasureCeiling(three);
+  ASSERT_TRUE(ceiling.ok()) << ceiling.status().ToString();
+  EXPECT_EQ(ceiling->method.placements, 3);
+  // The sets stay allocated: a check after them still passes on the first set.
+  EXPECT_TRUE((*session)->Check(c).ok()) << c.name;
+  MeasureOptions one = three;
+  one.placements = 1;
+  m = (*session)->Measure(c, one);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->method.placements, 1);
+  const double g3 = EffectiveGBps(big.bytes(), ceiling->median_s);
+  std::printf("%s: %s over 3 placements, ceiling %.1f GB/s\n", big.ToString().c_str(),
+              c.name.c_str(), g3);
+
+  const Problem small = MakeTestProblem(1024, 1024, DType::kF32);
+  session = gpu().Open(small);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const Candidate s = gpu().Candidates(small).front();
+  ASSERT_TRUE((*session)->Check(s).ok()) << s.name;
+  m = (*session)->Measure(s, three);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->method.placements, 1);
+}
+
 TEST_F(CudaBackendTest, TooLargeProblemIsResourceExhausted) {
   const uint64_t mem = gpu().device().memory_bytes;
   Problem p = MakeTestProblem(static_cast<int64_t>(mem / 4 / 65536) + 1024, 65536, DType::kF32);
