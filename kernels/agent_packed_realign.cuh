@@ -12,7 +12,8 @@
 //   WriteTile  shared -> registers -> global: each thread gathers one word of 16 / E input rows
 //              (shifted by its output rows' misalignment), transposes them in registers
 //              (TransposePackedWords) and stores one aligned 16-byte window of 4 / E output rows
-//              (a warp: 128 contiguous bytes of each output row it writes); the window that
+//              (a warp: 128 contiguous bytes of each output row it writes, 64 in tiles of 4
+//              windows); the window that
 //              straddles two tiles is the lower tile's, whole (the rows above were staged);
 //              whole windows first, then the few cut by the tile's extent (output rows past nc
 //              and bytes past nr are not written) or by the top of the matrix;

@@ -35,19 +35,21 @@ namespace transposed::kernels {
 //          above it included);
 //   write  thread (q, lane) gathers word q of input rows lane * v - p / e + j (j < v) and stores
 //          output window `lane` of the w output rows ColumnOf(q, b); a warp covers 4 words x 8
-//          neighbouring windows, i.e. 128 contiguous bytes of each output row it writes. Window
+//          neighbouring windows, i.e. 128 contiguous bytes of each output row it writes (tiles of
+//          4 windows, the 64-row u8 tiles: 8 words x 4 windows, 64 bytes). Window
 //          0 starts p bytes before the tile's segment; its head bytes belong to the tile above,
 //          whose rows were staged too, so it is stored whole (the tile above leaves it out) and
 //          the tile's own last p bytes are the next tile's window 0. Only the first tile row of
 //          a matrix (nothing above: window 0 stored from byte p) and a tile whose next tile does
 //          not take this path (an extra partial window, warp 0) store partial windows.
 // Packed layout: rows of rb bytes, 16-byte chunk k of row r at chunk k ^ f(r), f(r) =
-// (r + r / v) mod 8 (within each 128 bytes), so that the gather's word reads (4 words x 8
-// windows of rows v apart) are bank-conflict-free and the load's 16-byte stores (128-byte rows:
-// 4 neighbouring rows x 2 halves per quarter warp; 256-byte rows: 8 rows x 1 part) at most 2-way
-// (packed_realign_test checks both for every p and output leading dimension); v guard rows below the
-// tile for the extra partial window. Tiles over 48 KiB of shared memory (staging included) take
-// it as dynamic shared memory.
+// (r + s * (r / v)) mod 8 (within each 128 bytes; s = 8 / warp_lanes(): 1, or 2 where a warp
+// gathers 4 windows of 2 chunks), so that the gather's word reads (4 words x 8 windows, or 8
+// words x 4 windows, of rows v apart) are bank-conflict-free and the load's 16-byte stores
+// (128-byte rows: 4 neighbouring rows x 2 halves per quarter warp; 256-byte rows: 8 rows x 1
+// part) at most 2-way (packed_realign_test checks both for every p and output leading
+// dimension); v guard rows below the tile for the extra partial window. Tiles over 48 KiB of
+// shared memory (staging included) take it as dynamic shared memory.
 struct PackedRealignGeometry {
   int e = 0, tr = 0, nt = 0;
   int rb = 128;  // tile row bytes: 128 or 256
@@ -62,6 +64,10 @@ struct PackedRealignGeometry {
   constexpr int period() const { return 16 / e; } // columns of equal misalignment repeat
   constexpr int tc() const { return rb / e; }
   constexpr int lanes() const { return e > 0 ? tr / v() : 0; }  // windows per output row
+  // Windows of one output row a warp writes (8, or 4 where the tile has only 4) and the shared
+  // words it gathers them from (32 / that).
+  constexpr int warp_lanes() const { return lanes() >= 8 ? 8 : 4; }
+  constexpr int warp_words() const { return 32 / warp_lanes(); }
   constexpr int stage_rows() const { return tr + v(); }  // the v rows above, then the tile
   constexpr int stage_units() const { return stage_windows() * stage_rows(); }
   constexpr int load_units() const { return parts() * stage_rows(); }
@@ -91,7 +97,8 @@ struct PackedRealignGeometry {
     if (rb != 128 && rb != 256) return "packed realign tile rows are 128 or 256 bytes";
     if (nt < words() || nt > 1024) return "thread count (at least one per word of a row)";
     if (tr < v() || tr % v() != 0) return "tile rows must be a multiple of 16 bytes of elements";
-    if (lanes() % 8 != 0) return "packed realign writes 8 windows per output row and warp";
+    if (lanes() < 4 || lanes() % warp_lanes() != 0)
+      return "packed realign writes 4 or 8 windows per output row and warp";
     if (write_units() % nt != 0) return "packed realign needs every thread in every write step";
     if (stage_rows() % 8 != 0) return "staged rows must come in groups of 8";
     if (smem() > kMaxSmem) return "shared memory with staging and guard rows over 227 KiB";
@@ -106,7 +113,7 @@ struct PackedRealignGeometry {
   // -v() <= r < tr + v()).
   TR_HD constexpr int Offset(int r, int q) const {
     const int rp = r + 8 * v();  // >= 0; shifts r / v by 8 and r by a multiple of 8
-    const int f = (rp / v() + rp) & 7;
+    const int f = ((8 / warp_lanes()) * (rp / v()) + rp) & 7;
     return r * rb + (((q >> 2) ^ f) << 4) + ((q & 3) << 2);
   }
   // Staged window `win` (0 .. chunks()) of tile row r (-v() <= r < tr), from the buffer's start.
@@ -121,11 +128,14 @@ struct PackedRealignGeometry {
   TR_HD constexpr int LoadRow(int u) const {
     return (rb == 128 ? (u >> 1) : (u >> 3) / parts() * 8 + (u & 7)) - v();
   }
-  // Write unit u = tid + k * nt: shared word WriteWord(u), window WriteLane(u) (a warp: 4 words
-  // x 8 neighbouring windows).
-  TR_HD constexpr int WriteWord(int u) const { return 4 * ((u >> 5) % chunks()) + (u & 3); }
+  // Write unit u = tid + k * nt: shared word WriteWord(u), window WriteLane(u) (a warp:
+  // warp_words() neighbouring words x warp_lanes() neighbouring windows; 4 x 8 or 8 x 4).
+  TR_HD constexpr int WriteWord(int u) const {
+    return warp_words() * ((u >> 5) % (words() / warp_words())) + u % warp_words();
+  }
   TR_HD constexpr int WriteLane(int u) const {
-    return (u >> 5) / chunks() * 8 + ((u >> 2) & 7);
+    return (u >> 5) / (words() / warp_words()) * warp_lanes() +
+           (u / warp_words()) % warp_lanes();
   }
 };
 

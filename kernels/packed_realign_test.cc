@@ -61,103 +61,129 @@ TEST(PackedRealign, InterleavedWordsHoldColumnsOfEqualMisalignment) {
   }
 }
 
+// The layout's mapping, the thread mapping and the bank conflicts of one packed geometry.
+void CheckLayoutAndBankConflicts(const PackedRealignGeometry& g, const std::string& name) {
+  ASSERT_EQ(g.Invalid(), nullptr) << name;
+  // The layout is a bijection of the tile's words (guard rows included) onto the bytes of the
+  // packed region (after the staging area: offsets from sm_raw + stage_bytes()).
+  const int packed = g.smem() - g.stage_bytes();
+  ASSERT_EQ(packed, g.tr * g.rb + 2 * g.guard()) << name;
+  std::vector<int> owner(packed, 0);
+  for (int r = -g.v(); r < g.tr + g.v(); ++r)
+    for (int q = 0; q < g.words(); ++q) {
+      const int off = g.Offset(r, q) + g.guard();
+      ASSERT_GE(off, 0) << name;
+      ASSERT_LE(off + 4, packed) << name;
+      ASSERT_EQ(off % 4, 0);
+      ASSERT_EQ(owner[off]++, 0) << name << " r=" << r << " q=" << q;
+    }
+  // Staged windows stay below the packed tile and its upper guard rows.
+  EXPECT_EQ(g.StageOffset(-g.v(), 0), 0) << name;
+  EXPECT_LE(g.StageOffset(g.tr - 1, g.chunks()) + 16, g.stage_bytes()) << name;
+  // Every staged window lies in its own 16 bytes.
+  std::vector<int> stage_owner(g.stage_bytes() / 16, 0);
+  for (int r = -g.v(); r < g.tr; ++r)
+    for (int win = 0; win < g.stage_windows(); ++win) {
+      ASSERT_EQ(g.StageOffset(r, win) % 16, 0) << name;
+      ASSERT_EQ(stage_owner[g.StageOffset(r, win) / 16]++, 0) << name;
+    }
+  // The buffer: static shared memory up to 48 KiB, dynamic above (opted in at launch).
+  EXPECT_EQ(g.dynamic_smem(), g.smem() > 48 * 1024) << name;
+  EXPECT_LE(g.smem(), PackedRealignGeometry::kMaxSmem) << name;
+  EXPECT_GE(g.smem(), g.tr * (g.rb + 4)) << name;  // the edge tiles' layout fits
+  // Every (row, part) is loaded once (the v rows above the tile included) and every
+  // (word, window) written once.
+  std::vector<int> loads(g.parts() * g.stage_rows(), 0), writes(g.words() * g.lanes(), 0);
+  for (int tid = 0; tid < g.nt; ++tid) {
+    for (int k = 0; k < g.nl(); ++k) {
+      const int u = tid + k * g.nt;
+      if (u >= g.load_units()) continue;
+      ASSERT_GE(g.LoadRow(u), -g.v()) << name;
+      ASSERT_LT(g.LoadRow(u), g.tr) << name;
+      ASSERT_LT(g.LoadHalf(u), g.parts()) << name;
+      ++loads[g.parts() * (g.LoadRow(u) + g.v()) + g.LoadHalf(u)];
+    }
+    for (int k = 0; k < g.nw(); ++k) {
+      const int u = tid + k * g.nt;
+      ASSERT_LT(g.WriteLane(u), g.lanes()) << name;
+      ASSERT_LT(g.WriteWord(u), g.words()) << name;
+      ++writes[g.words() * g.WriteLane(u) + g.WriteWord(u)];
+    }
+  }
+  for (int x : loads) ASSERT_EQ(x, 1) << name;
+  for (int x : writes) ASSERT_EQ(x, 1) << name;
+  // Load: each quarter warp's 16-byte stores hit at most 2 of the 8 threads on one chunk of
+  // banks, mostly 1; the staged reads (row stride 144 or 272 bytes) are conflict-free.
+  int sum = 0, n = 0;
+  for (int k = 0; k < g.nl(); ++k)
+    for (int chunk = 0; chunk < 5; ++chunk)
+      for (int t0 = 0; t0 < g.nt; t0 += 8) {
+        std::vector<int> packed(8, 0), staged(8, 0);
+        for (int tid = t0; tid < t0 + 8; ++tid) {
+          const int u = tid + k * g.nt;
+          if (u >= g.load_units()) continue;
+          const int r = g.LoadRow(u), h = g.LoadHalf(u);
+          if (chunk < 4) ++packed[((g.Offset(r, 16 * h + 4 * chunk) + g.guard()) / 16) % 8];
+          ++staged[(g.StageOffset(r, 4 * h + chunk) / 16) % 8];
+        }
+        const int deg = *std::max_element(packed.begin(), packed.end());
+        if (chunk < 4) {
+          ASSERT_LE(deg, 2) << name;
+          sum += deg, ++n;
+        }
+        for (int x : staged) ASSERT_LE(x, 1) << name;
+      }
+  EXPECT_LE(sum, n + n / 4) << name;
+  // Write: a warp's word reads hit 32 distinct banks for every output base misalignment and
+  // leading dimension, every window and every row of the window.
+  for (int base = 0; base < 16; base += g.e)
+    for (int ld = 0; ld < 16; ++ld)
+      for (int k = 0; k < g.nw(); ++k)
+        for (int w0 = 0; w0 < g.nt; w0 += 32)
+          for (int j = 0; j < g.v(); ++j) {
+            std::vector<int> used(32, 0);
+            for (int tid = w0; tid < w0 + 32; ++tid) {
+              const int u = tid + k * g.nt;
+              const int q = g.WriteWord(u), lane = g.WriteLane(u);
+              const int p = (base + g.ColumnOf(q, 0) * ld * g.e) % 16;
+              ++used[((g.Offset(lane * g.v() - p / g.e + j, q) + g.guard()) / 4) % 32];
+            }
+            for (int x : used) ASSERT_EQ(x, 1) << name << " base=" << base << " ld=" << ld;
+          }
+}
+
 TEST(PackedRealign, LayoutMappingAndBankConflicts) {
   int policies = 0;
   for (const Policy& row : kFamily) {
     if (row.algorithm != Algorithm::kTile || row.tile.realign != 2) continue;
     ++policies;
-    const PackedRealignGeometry g = row.tile.Packed();
     const std::string name = row.Config().Name() + " e=" + std::to_string(row.elem);
-    ASSERT_EQ(g.Invalid(), nullptr) << name;
-    // The layout is a bijection of the tile's words (guard rows included) onto the bytes of the
-    // packed region (after the staging area: offsets from sm_raw + stage_bytes()).
-    const int packed = g.smem() - g.stage_bytes();
-    ASSERT_EQ(row.tile.tile_cols * row.elem, g.rb) << name;
-    ASSERT_EQ(packed, g.tr * g.rb + 2 * g.guard()) << name;
-    std::vector<int> owner(packed, 0);
-    for (int r = -g.v(); r < g.tr + g.v(); ++r)
-      for (int q = 0; q < g.words(); ++q) {
-        const int off = g.Offset(r, q) + g.guard();
-        ASSERT_GE(off, 0) << name;
-        ASSERT_LE(off + 4, packed) << name;
-        ASSERT_EQ(off % 4, 0);
-        ASSERT_EQ(owner[off]++, 0) << name << " r=" << r << " q=" << q;
-      }
-    // Staged windows stay below the packed tile and its upper guard rows.
-    EXPECT_EQ(g.StageOffset(-g.v(), 0), 0) << name;
-    EXPECT_LE(g.StageOffset(g.tr - 1, g.chunks()) + 16, g.stage_bytes()) << name;
-    // Every staged window lies in its own 16 bytes.
-    std::vector<int> stage_owner(g.stage_bytes() / 16, 0);
-    for (int r = -g.v(); r < g.tr; ++r)
-      for (int win = 0; win < g.stage_windows(); ++win) {
-        ASSERT_EQ(g.StageOffset(r, win) % 16, 0) << name;
-        ASSERT_EQ(stage_owner[g.StageOffset(r, win) / 16]++, 0) << name;
-      }
-    // The buffer: static shared memory up to 48 KiB, dynamic above (opted in at launch).
-    EXPECT_EQ(g.dynamic_smem(), g.smem() > 48 * 1024) << name;
-    EXPECT_LE(g.smem(), PackedRealignGeometry::kMaxSmem) << name;
-    EXPECT_GE(g.smem(), g.tr * (g.rb + 4)) << name;  // the edge tiles' layout fits
-    // Every (row, part) is loaded once (the v rows above the tile included) and every
-    // (word, window) written once.
-    std::vector<int> loads(g.parts() * g.stage_rows(), 0), writes(g.words() * g.lanes(), 0);
-    for (int tid = 0; tid < g.nt; ++tid) {
-      for (int k = 0; k < g.nl(); ++k) {
-        const int u = tid + k * g.nt;
-        if (u >= g.load_units()) continue;
-        ASSERT_GE(g.LoadRow(u), -g.v()) << name;
-        ASSERT_LT(g.LoadRow(u), g.tr) << name;
-        ASSERT_LT(g.LoadHalf(u), g.parts()) << name;
-        ++loads[g.parts() * (g.LoadRow(u) + g.v()) + g.LoadHalf(u)];
-      }
-      for (int k = 0; k < g.nw(); ++k) {
-        const int u = tid + k * g.nt;
-        ASSERT_LT(g.WriteLane(u), g.lanes()) << name;
-        ASSERT_LT(g.WriteWord(u), g.words()) << name;
-        ++writes[g.words() * g.WriteLane(u) + g.WriteWord(u)];
-      }
-    }
-    for (int x : loads) ASSERT_EQ(x, 1) << name;
-    for (int x : writes) ASSERT_EQ(x, 1) << name;
-    // Load: each quarter warp's 16-byte stores hit at most 2 of the 8 threads on one chunk of
-    // banks, mostly 1; the staged reads (row stride 144 or 272 bytes) are conflict-free.
-    int sum = 0, n = 0;
-    for (int k = 0; k < g.nl(); ++k)
-      for (int chunk = 0; chunk < 5; ++chunk)
-        for (int t0 = 0; t0 < g.nt; t0 += 8) {
-          std::vector<int> packed(8, 0), staged(8, 0);
-          for (int tid = t0; tid < t0 + 8; ++tid) {
-            const int u = tid + k * g.nt;
-            if (u >= g.load_units()) continue;
-            const int r = g.LoadRow(u), h = g.LoadHalf(u);
-            if (chunk < 4) ++packed[((g.Offset(r, 16 * h + 4 * chunk) + g.guard()) / 16) % 8];
-            ++staged[(g.StageOffset(r, 4 * h + chunk) / 16) % 8];
-          }
-          const int deg = *std::max_element(packed.begin(), packed.end());
-          if (chunk < 4) {
-            ASSERT_LE(deg, 2) << name;
-            sum += deg, ++n;
-          }
-          for (int x : staged) ASSERT_LE(x, 1) << name;
-        }
-    EXPECT_LE(sum, n + n / 4) << name;
-    // Write: a warp's word reads hit 32 distinct banks for every output base misalignment and
-    // leading dimension, every window and every row of the window.
-    for (int base = 0; base < 16; base += g.e)
-      for (int ld = 0; ld < 16; ++ld)
-        for (int k = 0; k < g.nw(); ++k)
-          for (int w0 = 0; w0 < g.nt; w0 += 32)
-            for (int j = 0; j < g.v(); ++j) {
-              std::vector<int> used(32, 0);
-              for (int tid = w0; tid < w0 + 32; ++tid) {
-                const int u = tid + k * g.nt;
-                const int q = g.WriteWord(u), lane = g.WriteLane(u);
-                const int p = (base + g.ColumnOf(q, 0) * ld * g.e) % 16;
-                ++used[((g.Offset(lane * g.v() - p / g.e + j, q) + g.guard()) / 4) % 32];
-              }
-              for (int x : used) ASSERT_EQ(x, 1) << name << " base=" << base << " ld=" << ld;
-            }
+    ASSERT_EQ(row.tile.tile_cols * row.elem, row.tile.Packed().rb) << name;
+    CheckLayoutAndBankConflicts(row.tile.Packed(), name);
   }
   EXPECT_GE(policies, 5);  // 1- and 2-byte elements, 128- and 256-byte rows, 256-row tiles
+}
+
+// Tiles of 4 windows per output row (64 rows of 1-byte elements, 32 of 2-byte): a warp gathers
+// 8 words x 4 windows, and the swizzle steps by 2 chunks per window so that those reads still
+// hit 32 distinct banks.
+TEST(PackedRealign, FourWindowTilesGatherWithoutBankConflicts) {
+  for (int e : {1, 2})
+    for (int rb : {128, 256})
+      for (int block_rows : {2, 4}) {
+        const PackedRealignGeometry g =
+            PackedRealignGeometry::Make(e, 4 * (16 / e), block_rows, rb);
+        const std::string name = "e=" + std::to_string(e) + " tr=" + std::to_string(g.tr) +
+                                 " rb=" + std::to_string(rb) + " rows" + std::to_string(block_rows);
+        if (g.write_units() % g.nt != 0) continue;  // too many threads for one write step
+        ASSERT_EQ(g.lanes(), 4) << name;
+        EXPECT_EQ(g.warp_lanes(), 4) << name;
+        EXPECT_EQ(g.warp_words(), 8) << name;
+        CheckLayoutAndBankConflicts(g, name);
+      }
+  // Fewer than 4 windows per output row: no whole warp of windows.
+  EXPECT_NE(PackedRealignGeometry::Make(1, 32, 4).Invalid(), nullptr);
+  EXPECT_NE(PackedRealignGeometry::Make(2, 16, 4).Invalid(), nullptr);
 }
 
 // Wider rows and taller tiles read fewer staged bytes per byte of the tile: the 9 windows of a

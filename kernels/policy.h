@@ -258,6 +258,8 @@ inline constexpr Policy kFamily[] = {
     PackedRealign(1, 128, 8),
     PackedRealign(1, 128, 16, 256),
     PackedRealign(1, 256, 16),
+    PackedRealign(1, 128, 4),
+    PackedRealign(1, 64, 4),
     Async(1, 128, 128, 4, 2),
     Async(1, 128, 128, 8, 2),
     Skinny(1, 512, 8),
