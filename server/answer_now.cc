@@ -101,8 +101,10 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
       // element-size accesses of 16-byte elements), element-size accesses of 4- and 8-byte
       // elements, narrower vectors, the shifted-row realigning tile, 1- and 2-byte element
       // accesses; then an XOR swizzle (padding for 1-byte elements), one tile per block, 8
-      // warps and a 16 KiB tile (8 KiB for 1-byte elements), or with element-size accesses 16
-      // warps and 32 columns.
+      // warps and a 16 KiB tile (8 KiB for 1-byte elements, except the packed realigning
+      // tiles: their 8 KiB u8 tile beat the 16 KiB one on some shapes only, measured on the
+      // H200 only; docs/design/kernel-family.md), or with element-size accesses 16 warps and
+      // 32 columns.
       const int64_t e = p.elem_size();
       const int64_t vec = Param(c, "vec_bytes", 0), realign = Param(c, "realign", 0);
       const bool element_access = vec == 0 || vec <= e;
@@ -120,7 +122,7 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
           access + (swizzled == (e != 1) ? 0 : 0.5) + (Param(c, "async", 0) != 0 ? 2 : 0) +
           0.25 * Log2Ratio(static_cast<double>(Param(c, "block_rows", 8)),
                            element_access && e < 16 ? 16 : 8) +
-          Log2Ratio(tile_bytes, e == 1 ? 8192 : 16384) +
+          Log2Ratio(tile_bytes, e == 1 && realign != 2 ? 8192 : 16384) +
           (element_access && e < 16 && Param(c, "tile_cols", 32) != 32 ? 0.5 : 0);
       consider(c, score);
     } else if (!cuda && c.params.count("isa") != 0) {
