@@ -1,3 +1,6 @@
+// GrpcTransposer (grpc_service.h): construction, the admission and admin checks every call
+// makes, and GetConfig, served raw on one arena per call. The tune streams are in tune_rpcs.cc,
+// the entry and device RPCs in entry_rpcs.cc, the call bases in grpc_calls.h.
 #include "server/grpc/grpc_service.h"
 
 #include <google/protobuf/arena.h>
@@ -8,23 +11,18 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "core/text.h"
-#include "core/mutex.h"
 #include "proto/grpc_status.h"
 #include "proto/problem_proto.h"
 #include "server/grpc/convert.h"
-#include "server/tune_many.h"
+#include "server/grpc/grpc_calls.h"
 
 namespace transposed {
-
-namespace {
 
 // How a request named its device, for the log line when there is no answer to take it from.
 std::string DescribeSelector(const v1::DeviceSelector& s) {
@@ -50,6 +48,8 @@ const Status& ClientGone() {
       "the client went away or its deadline passed; the tune goes on and will be cached"));
   return *s;
 }
+
+namespace {
 
 std::vector<v1::Device> DeviceProtos(const TransposeService* service) {
   std::vector<v1::Device> out;
@@ -93,72 +93,6 @@ Status GrpcTransposer::Authorize(const char* method,
     spdlog::warn("rpc={} peer={} refused status={}", method, Quote(context->peer()), s.ToString());
   return s;
 }
-
-// The life of one call, the same for every call class (CRTP over its gRPC reactor): Start makes
-// the Derived call, which keeps itself alive (self_) until gRPC's OnDone, and hands the request
-// (and gRPC's response, for a unary call) to Derived::Begin; the call counts in the daemon's
-// inflight() from construction to OnDone and gives its limiter slot back there. It holds the
-// service's waiter of the work in flight, so that a client that goes away detaches from it. A
-// Derived class befriends its Call (Start reaches its constructor and Begin).
-template <typename Derived, typename Reactor>
-class GrpcTransposer::Call : public Reactor {
- public:
-  template <typename Request, typename... More>
-  static Reactor* Start(GrpcTransposer* owner, grpc::CallbackServerContext* context,
-                        const Request& request, More... more) {
-    std::shared_ptr<Derived> call(new Derived(owner, context));
-    call->self_ = call;
-    call->Begin(request, more...);
-    return call.get();
-  }
-
-  void OnDone() override {
-    slot_.Release();
-    owner_->inflight_.fetch_sub(1);
-    self_.reset();  // may delete this
-  }
-
- protected:
-  Call(GrpcTransposer* owner, grpc::CallbackServerContext* context)
-      : owner_(owner), context_(context) {
-    owner_->inflight_.fetch_add(1);
-  }
-
-  // Holds the waiter of the work just started (replacing the one held before): false, and
-  // detached here, when the client has already gone.
-  bool HoldWaiter(std::shared_ptr<TransposeService::Waiter> waiter) EXCLUDES(waiter_mu_) {
-    {
-      MutexLock l(&waiter_mu_);
-      if (!left_) {
-        waiter_ = std::move(waiter);
-        return true;
-      }
-    }
-    owner_->service_->Detach(waiter);
-    return false;
-  }
-
-  // The client has gone: detaches the waiter held, and any held from now on.
-  void DetachWaiter() EXCLUDES(waiter_mu_) {
-    std::shared_ptr<TransposeService::Waiter> waiter;
-    {
-      MutexLock l(&waiter_mu_);
-      left_ = true;
-      waiter.swap(waiter_);
-    }
-    owner_->service_->Detach(waiter);
-  }
-
-  GrpcTransposer* const owner_;
-  grpc::CallbackServerContext* const context_;
-  std::shared_ptr<Derived> self_;  // set in Start, dropped in OnDone
-  CallLimiter::Slot slot_;         // taken by Derived::Begin, given back by OnDone
-
- private:
-  Mutex waiter_mu_;
-  bool left_ GUARDED_BY(waiter_mu_) = false;  // the client has gone
-  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(waiter_mu_);
-};
 
 // One GetConfig call. Owned by shared_ptrs: its own (dropped in OnDone) and the service's
 // callback (dropped when answered or detached); `finished_` picks the one answer that is sent.
@@ -295,358 +229,10 @@ grpc::Slice GrpcTransposer::HitBytes(const ConfigAnswer& answer, google::protobu
   AnswerMessage(answer, message);
   return hit_answers_.Keep(answer.stored, answer.device_index, message->SerializeAsString());
 }
-
-// A server stream fed from other threads (device tune threads): messages are queued and written one
-// at a time (gRPC allows one write in flight); the end (an answer and a status, or an error) is
-// decided once and finishes the stream after everything queued before it. A client that goes
-// away (a failed write, a cancellation, a passed deadline) drops what is not written yet and
-// ends the stream CANCELLED. Every gRPC operation is started outside mu_, decided under it.
-// Its life is a Call's.
-template <typename Derived, typename Msg>
-class GrpcTransposer::StreamCall : public Call<Derived, grpc::ServerWriteReactor<Msg>> {
- public:
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      ClientLeft(/*write_done=*/true);  // the stream is broken: the client is gone
-      return;
-    }
-    {
-      MutexLock l(&mu_);
-      writing_ = false;
-      pending_.pop_front();
-      ++written_;
-    }
-    Pump();
-  }
-
-  void OnCancel() override { ClientLeft(/*write_done=*/false); }
-
- protected:
-  StreamCall(GrpcTransposer* owner, grpc::CallbackServerContext* context)
-      : Call<Derived, grpc::ServerWriteReactor<Msg>>(owner, context) {}
-
-  // Queues a message; false (dropped) once the end is decided.
-  bool Enqueue(Msg msg) EXCLUDES(mu_) {
-    {
-      MutexLock l(&mu_);
-      if (final_.has_value()) return false;
-      pending_.push_back(std::move(msg));
-    }
-    Pump();
-    return true;
-  }
-
-  // Whether the end is decided (End, or the client left): nothing more is written, and a call
-  // that feeds the stream from other work (TuneMany) starts none.
-  bool Ended() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    return final_.has_value();
-  }
-
-  // Decides the end: `last` (if any) after everything queued, then `status`. Only the first
-  // decision counts.
-  void End(const Status& status, std::optional<Msg> last = std::nullopt) EXCLUDES(mu_) {
-    {
-      MutexLock l(&mu_);
-      if (final_.has_value()) return;
-      if (last.has_value()) pending_.push_back(std::move(*last));
-      final_ = status;
-    }
-    Pump();
-  }
-
-  // The client went away: stop feeding the stream (detach from the service). Called once,
-  // without mu_ held.
-  virtual void OnClientLeft() = 0;
-  // Leaves the call's note for the log line; called once, right before the stream finishes,
-  // without mu_ held. `written`: messages written.
-  virtual void OnFinishing(int written) = 0;
-
- private:
-  // Drops what is not written yet (the write in flight stays until OnWriteDone) and ends the
-  // stream CANCELLED.
-  void ClientLeft(bool write_done) EXCLUDES(mu_) {
-    bool first = false;
-    {
-      MutexLock l(&mu_);
-      if (write_done) writing_ = false;
-      while (pending_.size() > (writing_ ? 1u : 0u)) pending_.pop_back();
-      first = !client_left_;
-      client_left_ = true;
-      final_ = ClientGone();
-    }
-    if (first) OnClientLeft();
-    Pump();
-  }
-
-  // Starts the next write, or finishes once everything is written.
-  void Pump() EXCLUDES(mu_) {
-    const Msg* write = nullptr;
-    std::optional<Status> finish;
-    int written = 0;
-    {
-      MutexLock l(&mu_);
-      if (writing_ || finished_) return;
-      if (!pending_.empty()) {
-        writing_ = true;
-        write = &pending_.front();  // a deque keeps it in place while more are pushed
-      } else if (final_.has_value()) {
-        finished_ = true;
-        finish = *final_;
-        written = written_;
-      }
-    }
-    if (write != nullptr) this->StartWrite(write);
-    if (finish.has_value()) {
-      OnFinishing(written);
-      this->Finish(ToGrpcStatus(*finish));
-    }
-  }
-
-  Mutex mu_;
-  std::deque<Msg> pending_ GUARDED_BY(mu_);  // front: the write in flight
-  bool writing_ GUARDED_BY(mu_) = false;
-  bool finished_ GUARDED_BY(mu_) = false;
-  bool client_left_ GUARDED_BY(mu_) = false;
-  std::optional<Status> final_ GUARDED_BY(mu_);  // how the stream ends, once known
-  int written_ GUARDED_BY(mu_) = 0;
-};
-
-// One Tune call: candidate results arrive on the device's tune thread and are streamed as they
-// come; the answer or the error ends the stream after them.
-class GrpcTransposer::TuneCall : public StreamCall<TuneCall, v1::TuneProgress> {
- private:
-  friend Call;  // Call<TuneCall, ...>::Start constructs the call and calls Begin
-  using StreamCall::StreamCall;
-
-  void Begin(const v1::TuneRequest& request) {
-    problem_ = DescribeProblem(ProblemFromProto(request.problem()), request.problem());
-    {
-      MutexLock l(&mu_);
-      device_ = DescribeSelector(request.problem().device());
-    }
-    if (Status auth = owner_->Authorize("Tune", context_); !auth.ok()) {
-      End(auth);
-      return;
-    }
-    const StatusOr<ForcedTuneRequest> parsed = TuneRequestFromProto(request);
-    if (!parsed.ok()) {
-      End(parsed.status());
-      return;
-    }
-    if (Status admitted = owner_->Admit("Tune", context_, &slot_); !admitted.ok()) {
-      End(admitted);
-      return;
-    }
-    const ForcedTuneRequest& req = *parsed;
-    // The backend name of the device the tune runs on, for the streamed variants.
-    std::string backend;
-    if (auto idx = owner_->service_->ResolveDevice(req.device); idx.ok())
-      backend = owner_->service_->ListDevices()[*idx].backend;
-    const int64_t bytes = req.problem.bytes();
-    std::shared_ptr<TuneCall> self = self_;
-    auto progress = [self, backend, bytes](const CandidateResult& r, int index, int total) {
-      v1::TuneProgress msg;
-      msg.set_index(index);
-      msg.set_total(total);
-      *msg.mutable_candidate() = CandidateResultToProto(r, backend, bytes);
-      {
-        MutexLock l(&self->mu_);
-        self->last_index_ = index;
-        self->last_total_ = total;
-      }
-      self->Enqueue(std::move(msg));
-    };
-    auto done = [self](StatusOr<ConfigAnswer> answer) {
-      if (!answer.ok()) {
-        self->End(answer.status());
-        return;
-      }
-      v1::TuneProgress msg;
-      *msg.mutable_answer() = AnswerToProto(answer->result, answer->source, &answer->measured_on);
-      {
-        MutexLock l(&self->mu_);
-        msg.set_index(self->last_index_);
-        msg.set_total(self->last_total_);
-        self->device_ = std::to_string(answer->device_index);
-      }
-      self->End(Status::OK(), std::move(msg));
-    };
-    HoldWaiter(owner_->service_->StartTune(req, std::move(progress), std::move(done)));
-  }
-
-  void OnClientLeft() override { DetachWaiter(); }
-
-  void OnFinishing(int written) override {
-    MutexLock l(&mu_);
-    owner_->Note(context_, "problem=" + problem_ + " device=" + device_ +
-                               " source=tuned candidates=" + std::to_string(written));
-  }
-
-  std::string problem_;  // for the note, written before any answer can come
-  Mutex mu_;
-  std::string device_ GUARDED_BY(mu_);
-  int last_index_ GUARDED_BY(mu_) = 0;  // of the last candidate streamed
-  int last_total_ GUARDED_BY(mu_) = 0;
-};
-
-// One TuneMany call: the problems are validated up front (nothing starts when one is bad), then
-// handed to a TuneManyRun (server/tune_many.h), which starts them one at a time; this call only
-// streams what the run reports. A client that goes away stops the run.
-class GrpcTransposer::TuneManyCall : public StreamCall<TuneManyCall, v1::TuneManyProgress> {
- private:
-  friend Call;  // Call<TuneManyCall, ...>::Start constructs the call and calls Begin
-  using StreamCall::StreamCall;
-
-  void Begin(const v1::TuneManyRequest& request) {
-    const int n = request.problems_size();
-    TuneManyRequest run;
-    run.force = request.force();
-    run.background = request.background();
-    force_ = run.force;
-    if (run.force && run.background) {
-      End(Status::InvalidArgument(
-          "background: a forced re-tune (force) is an admin's and runs at once; ask for one"));
-      return;
-    }
-    // A forced re-tune overwrites cached winners: admin, as Tune.
-    if (run.force) {
-      if (Status auth = owner_->Authorize("TuneMany.force", context_); !auth.ok()) {
-        End(auth);
-        return;
-      }
-    }
-    if (n < 1 || n > kMaxTuneManyProblems) {
-      End(Status::InvalidArgument("problems: between 1 and " +
-                                  std::to_string(kMaxTuneManyProblems) + " per call, got " +
-                                  std::to_string(n)));
-      return;
-    }
-    if (Status s = CheckTuneBudget(request.budget_seconds()); !s.ok()) {
-      End(s);
-      return;
-    }
-    run.budget_seconds = request.budget_seconds();
-    run.exhaustive = request.exhaustive();
-    const std::vector<DeviceInfo> devices = owner_->service_->ListDevices();
-    for (int i = 0; i < n; ++i) {
-      const v1::Problem& raw = request.problems(i);
-      const std::string field = "problems[" + std::to_string(i) + "]";
-      StatusOr<Problem> parsed = ProblemFromProto(raw, field);
-      Status s = parsed.status();
-      const DeviceRef device = DeviceRefFromProto(raw.device());
-      int index = -1;
-      if (s.ok()) {
-        StatusOr<int> checked = owner_->service_->CheckRequest(*parsed, device, field);
-        if (checked.ok()) index = *checked;
-        s = checked.status();
-      }
-      if (!s.ok()) {
-        End(s);
-        return;
-      }
-      backends_.push_back(devices[index].backend);
-      bytes_.push_back(parsed->bytes());
-      run.problems.push_back(*std::move(parsed));
-      run.devices.push_back(device);
-      MutexLock l(&mu_);
-      problems_ = static_cast<int>(run.problems.size());
-    }
-    if (Status admitted = owner_->Admit("TuneMany", context_, &slot_); !admitted.ok()) {
-      End(admitted);
-      return;
-    }
-    std::shared_ptr<TuneManyCall> self = self_;
-    TuneManyCallbacks callbacks;
-    callbacks.progress = [self](int i, const CandidateResult& r, int index, int total) {
-      v1::TuneManyProgress msg = self->Message(i);
-      v1::TuneProgress* p = msg.mutable_progress();
-      p->set_index(index);
-      p->set_total(total);
-      *p->mutable_candidate() = CandidateResultToProto(r, self->backends_[static_cast<size_t>(i)],
-                                                      self->bytes_[static_cast<size_t>(i)]);
-      self->Enqueue(std::move(msg));
-    };
-    callbacks.answer = [self](int i, const StatusOr<ConfigAnswer>& answer, int index,
-                              int total) {
-      v1::TuneManyProgress msg = self->Message(i);
-      if (!answer.ok()) {
-        msg.mutable_error()->set_code(static_cast<int>(ToGrpcStatus(answer.status()).error_code()));
-        msg.mutable_error()->set_message(answer.status().message());
-      } else {
-        v1::TuneProgress* p = msg.mutable_progress();
-        p->set_index(index);
-        p->set_total(total);
-        *p->mutable_answer() = AnswerToProto(answer->result, answer->source, &answer->measured_on);
-      }
-      return self->Enqueue(std::move(msg));
-    };
-    callbacks.end = [self](const Status& status) { self->End(status); };
-    std::shared_ptr<TuneManyRun> run_now =
-        TuneManyRun::Create(owner_->service_, std::move(run), std::move(callbacks));
-    {
-      MutexLock l(&mu_);
-      if (left_) return;  // the client has gone already: start nothing
-      run_ = run_now;
-    }
-    run_now->Start();
-  }
-
-  v1::TuneManyProgress Message(int i) EXCLUDES(mu_) {
-    v1::TuneManyProgress msg;
-    msg.set_problem_index(i);
-    MutexLock l(&mu_);
-    msg.set_problem_count(problems_);
-    return msg;
-  }
-
-  void OnClientLeft() override {
-    std::shared_ptr<TuneManyRun> run;
-    {
-      MutexLock l(&mu_);
-      left_ = true;
-      run = run_;
-    }
-    if (run) run->Stop();
-  }
-
-  void OnFinishing(int written) override {
-    MutexLock l(&mu_);
-    const TuneManyRun::Counts c = run_ ? run_->counts() : TuneManyRun::Counts();
-    const int answered = c.cached + c.tuned + c.failed;
-    owner_->Note(context_, "problems=" + std::to_string(problems_) +
-                               " force=" + (force_ ? "true" : "false") +
-                               " cached=" + std::to_string(c.cached) +
-                               " tuned=" + std::to_string(c.tuned) +
-                               " failed=" + std::to_string(c.failed) +
-                               " dropped=" + std::to_string(problems_ - answered) +
-                               " messages=" + std::to_string(written));
-  }
-
-  // Written by Begin before the run starts, then read only.
-  bool force_ = false;
-  std::vector<std::string> backends_;  // of each problem's device, for the streamed variants
-  std::vector<int64_t> bytes_;         // of each problem
-  Mutex mu_;
-  int problems_ GUARDED_BY(mu_) = 0;  // problems checked (all of them once the run starts)
-  bool left_ GUARDED_BY(mu_) = false;  // the client has gone
-  std::shared_ptr<TuneManyRun> run_ GUARDED_BY(mu_);  // set once started
-};
-
 grpc::ServerUnaryReactor* GrpcTransposer::GetConfig(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request,
                                                     grpc::ByteBuffer* response) {
   return GetConfigCall::Start(this, context, *request, response);
-}
-
-grpc::ServerWriteReactor<v1::TuneProgress>* GrpcTransposer::Tune(
-    grpc::CallbackServerContext* context, const v1::TuneRequest* request) {
-  return TuneCall::Start(this, context, *request);
-}
-
-grpc::ServerWriteReactor<v1::TuneManyProgress>* GrpcTransposer::TuneMany(
-    grpc::CallbackServerContext* context, const v1::TuneManyRequest* request) {
-  return TuneManyCall::Start(this, context, *request);
 }
 
 }  // namespace transposed
