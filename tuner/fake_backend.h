@@ -1,5 +1,5 @@
 // FakeBackend: a scripted Backend test double for the tuner and for anything built on top of it
-// (the daemon's workers, the store, the RPCs).
+// (the service's tune threads, the store, the RPCs).
 //
 // Each fake candidate has a scripted outcome: the check status, the median of each successive
 // Measure call (the k-th call reports times_s[min(k, size-1)]; with several buffer placements

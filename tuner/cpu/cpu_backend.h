@@ -17,7 +17,7 @@
 //   cpu.naive.colwrite        column loop: reads strided input, writes contiguous output
 // N > 1 only for problems of at least kCpuMinParallelBytes; the naive loops and the scalar
 // tiles only for problems up to kCpuMaxNaiveBytes. Threads: at most the CPUs the process may use (its affinity mask and
-// cgroup CPU quota); worker k is pinned to the k-th CPU of the mask.
+// cgroup CPU quota); pool thread k is pinned to the k-th CPU of the mask.
 //
 // A session fills its input once, computes the reference once, and, on the first measurement,
 // allocates enough rotating input/output pairs that the timed working set is at least twice the
@@ -32,7 +32,7 @@
 // the reference and the check), session.h (buffers and timing), thread_pool.h, host_info.h.
 //
 // Thread-safety: CpuBackend's const methods may be called from any thread. A Session is used by
-// one thread at a time. Sessions of one backend share its worker pool, whose runs are
+// one thread at a time. Sessions of one backend share its thread pool, whose runs are
 // serialised; measurements of two sessions at once would disturb each other, as for any backend.
 #pragma once
 

@@ -532,7 +532,7 @@ TEST(ThreadPoolTest, RunsEveryShareExactlyOnce) {
   }
 }
 
-TEST(ThreadPoolTest, WorkersSeeTheCallersData) {
+TEST(ThreadPoolTest, PoolThreadsSeeTheCallersData) {
   ThreadPool pool(3);
   std::vector<int64_t> data(3000);
   for (int round = 0; round < 50; ++round) {

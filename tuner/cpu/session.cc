@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 using Byte = unsigned char;
 
 // Warm-up runs stop after this much time (but at least one runs): a large problem's first run
-// already faults in the pages and wakes the workers.
+// already faults in the pages and wakes the pool threads.
 constexpr double kWarmupSeconds = 0.005;
 constexpr int64_t kAlign = 64;
 
@@ -252,7 +252,7 @@ class CpuSession : public Session {
   // Warm-up (opt.warmup runs, but no more than kWarmupSeconds once one has run), then timed runs
   // (one steady_clock interval each) until both min_samples and min_seconds are reached or
   // max_samples is, the buffer pair advancing every run. A run during which the calling thread or
-  // a worker was preempted is re-taken, at most min_samples times per call; after that, disturbed
+  // a pool thread was preempted is re-taken, at most min_samples times per call; after that, disturbed
   // runs are kept (both counts are in the method).
   template <typename RunFn>
   StatusOr<Measurement> TimeLoop(const MeasureOptions& opt, int threads, const char* op,
@@ -274,11 +274,11 @@ class CpuSession : public Session {
     while (static_cast<int>(samples.size()) < max_samples &&
            (static_cast<int>(samples.size()) < min_samples || total < opt.min_seconds)) {
       const size_t k = NextBuffer();
-      const int64_t pre0 = ThreadPreemptions() + pool_->worker_preemptions();
+      const int64_t pre0 = ThreadPreemptions() + pool_->pool_preemptions();
       const Clock::time_point t0 = Clock::now();
       Status s = run(k);
       const Clock::time_point t1 = Clock::now();
-      const int64_t preempted = ThreadPreemptions() + pool_->worker_preemptions() - pre0;
+      const int64_t preempted = ThreadPreemptions() + pool_->pool_preemptions() - pre0;
       TR_RETURN_IF_ERROR(s);
       const double dt = std::chrono::duration<double>(t1 - t0).count();
       if (preempted > 0) {

@@ -21,13 +21,13 @@ struct ThreadPool::State {
                       // without it only by the spin-waits
   std::condition_variable work_cv;
   std::condition_variable done_cv;
-  std::vector<std::thread> threads;  // worker k has id k + 1
+  std::vector<std::thread> threads;  // pool thread k has id k + 1
   const std::function<void(int)>* fn = nullptr;
-  int active = 0;                 // workers 1..active take part in the current generation
+  int active = 0;                 // pool threads 1..active take part in the current generation
   std::atomic<int> pending{0};    // of those, how many have not finished yet
   std::atomic<uint64_t> generation{0};
   std::atomic<bool> stop{false};
-  std::atomic<int64_t> preemptions{0};  // workers' involuntary context switches during shares
+  std::atomic<int64_t> preemptions{0};  // pool threads' involuntary context switches during shares
 };
 
 int64_t ThreadPreemptions() {
@@ -42,7 +42,7 @@ ThreadPool::ThreadPool(int max_threads, std::vector<int> cpus)
       cpus_(std::move(cpus)),
       state_(std::make_unique<State>()) {}
 
-int64_t ThreadPool::worker_preemptions() const {
+int64_t ThreadPool::pool_preemptions() const {
   return state_->preemptions.load(std::memory_order_relaxed);
 }
 
@@ -57,7 +57,7 @@ ThreadPool::~ThreadPool() {
 
 namespace {
 
-// How long a worker (for the next run) and the caller (for the workers) spin before they sleep on
+// How long a pool thread (for the next run) and the caller (for the pool threads) spin before they sleep on
 // a condition variable. Waking a sleeping vCPU costs tens to hundreds of microseconds on a VM,
 // as much as a whole 4 MiB transpose on two threads; runs of a measurement follow each other
 // within microseconds, so the spin catches them.
@@ -90,26 +90,26 @@ void ThreadPool::Run(int n, const std::function<void(int)>& fn) {
   }
   State& s = *state_;
   std::lock_guard<std::mutex> run_lock(s.run_mu);
-  int workers = 0;
+  int helpers = 0;  // pool threads taking part (the caller runs share 0)
   {
     std::lock_guard<std::mutex> lock(s.mu);
     try {
       while (static_cast<int>(s.threads.size()) < n - 1) {
         const int id = static_cast<int>(s.threads.size()) + 1;
-        s.threads.emplace_back(&ThreadPool::Worker, this, id, s.generation.load());
+        s.threads.emplace_back(&ThreadPool::ThreadMain, this, id, s.generation.load());
       }
     } catch (const std::system_error&) {
-      // Out of threads: the caller runs the shares of the missing workers.
+      // Out of threads: the caller runs the shares of the missing pool threads.
     }
-    workers = std::min(n - 1, static_cast<int>(s.threads.size()));
+    helpers = std::min(n - 1, static_cast<int>(s.threads.size()));
     s.fn = &fn;
-    s.active = workers;
-    s.pending.store(workers, std::memory_order_relaxed);
+    s.active = helpers;
+    s.pending.store(helpers, std::memory_order_relaxed);
     s.generation.fetch_add(1, std::memory_order_release);
   }
   s.work_cv.notify_all();
   fn(0);
-  for (int t = workers + 1; t < n; ++t) fn(t);
+  for (int t = helpers + 1; t < n; ++t) fn(t);
   if (!SpinUntil([&] { return s.pending.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock<std::mutex> lock(s.mu);
     s.done_cv.wait(lock, [&] { return s.pending.load(std::memory_order_acquire) == 0; });
@@ -118,10 +118,10 @@ void ThreadPool::Run(int n, const std::function<void(int)>& fn) {
   s.fn = nullptr;
 }
 
-void ThreadPool::Worker(int id, uint64_t seen) {
+void ThreadPool::ThreadMain(int id, uint64_t seen) {
   State& s = *state_;
   if (!cpus_.empty()) {
-    // Placement: one CPU of the process's affinity mask per worker (best effort).
+    // Placement: one CPU of the process's affinity mask per pool thread (best effort).
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpus_[static_cast<size_t>(id) % cpus_.size()], &set);

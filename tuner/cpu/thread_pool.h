@@ -1,7 +1,7 @@
 // ThreadPool: the CPU backend's persistent threads, so that thread creation is never timed. A
 // run gives every thread its share at once and returns when all are done; a thread spins for a
 // moment before it sleeps, since waking a sleeping vCPU can cost as much as a whole transpose.
-// Worker k is pinned to the k-th CPU it is given. The workers' involuntary context switches
+// Pool thread k is pinned to the k-th CPU it is given. The pool threads' involuntary context switches
 // during shares are counted, so a measurement can tell a disturbed run (tuner/cpu/session.h).
 //
 // Thread-safety: Run() calls are serialised by an internal mutex; safe to share between threads.
@@ -14,11 +14,11 @@
 
 namespace transposed {
 
-// A persistent pool of worker threads, so that thread creation is never timed. Run() calls are
+// A persistent pool of threads, so that thread creation is never timed. Run() calls are
 // serialised by an internal mutex; safe to share between threads.
 class ThreadPool {
  public:
-  // cpus: where to pin worker k (k = 1..): cpus[k % cpus.size()]; empty: no pinning.
+  // cpus: where to pin pool thread k (k = 1..): cpus[k % cpus.size()]; empty: no pinning.
   explicit ThreadPool(int max_threads, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -26,15 +26,15 @@ class ThreadPool {
 
   int max_threads() const { return max_threads_; }
   // Calls fn(t) for every t in [0, n) (n clamped to [1, max_threads]), t = 0 on the calling
-  // thread, the others on workers (started on first use); returns when all have returned.
-  // If a worker cannot be started, its share runs on the calling thread.
+  // thread, the others on pool threads (started on first use); returns when all have returned.
+  // If a pool thread cannot be started, its share runs on the calling thread.
   void Run(int n, const std::function<void(int)>& fn);
-  // Involuntary context switches the workers suffered while running shares, in total so far
+  // Involuntary context switches the pool threads suffered while running shares, in total so far
   // (the calling thread's share is not included: measure it with getrusage(RUSAGE_THREAD)).
-  int64_t worker_preemptions() const;
+  int64_t pool_preemptions() const;
 
  private:
-  void Worker(int id, uint64_t generation);
+  void ThreadMain(int id, uint64_t generation);  // pool thread `id`
 
   struct State;
   const int max_threads_;
