@@ -4,7 +4,7 @@
 // It starts a daemon (--daemon PATH: the `transposed` binary, CPU backend, a fresh database in a
 // temporary directory, through testing::DaemonProcess) or uses a running one (--address), tunes
 // one problem so that it is stored, then for each client count runs, for --seconds each:
-//   health  grpc.health.v1.Health/Check (testing/health_check.h)
+//   health  grpc.health.v1.Health/Check (testing/grpc_health.h)
 //   hit     GetConfig of the stored problem (CACHE_ONLY: a miss would be an error)
 // with that many client threads, each with its own channel (its own connection, as separate
 // processes would have) calling back to back. Each (clients, call) pair runs --repeat times,
@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "testing/daemon_process.h"
-#include "testing/health_check.h"
+#include "testing/grpc_health.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace {

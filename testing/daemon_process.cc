@@ -14,21 +14,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "testing/test_files.h"
 
 extern char** environ;
 
 namespace transposed::testing {
 namespace fs = std::filesystem;
-
-std::string ReadFileOrEmpty(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // GET http://127.0.0.1:port/path (HTTP/1.0); the body of a 200 answer, or "" with *error.
 std::string HttpGet(int port, const std::string& path, std::string* error) {
@@ -179,7 +173,7 @@ Status DaemonProcess::WaitPort(const fs::path& port_file, double seconds) {
   const std::string err = (dir_ / "daemon.err").string();
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (true) {
-    std::string text = ReadFileOrEmpty(port_file);
+    std::string text = ReadFile(port_file);
     if (!text.empty() && text.back() == '\n') text.pop_back();
     char* endp = nullptr;
     long port = text.empty() ? 0 : std::strtol(text.c_str(), &endp, 10);
@@ -192,12 +186,12 @@ Status DaemonProcess::WaitPort(const fs::path& port_file, double seconds) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       return Status::Unavailable("the daemon exited before serving (" + DescribeWait(status) +
-                                 ")\nstderr:\n" + ReadFileOrEmpty(err) + "\nlog:\n" +
-                                 ReadFileOrEmpty(log()));
+                                 ")\nstderr:\n" + ReadFile(err) + "\nlog:\n" +
+                                 ReadFile(log()));
     }
     if (std::chrono::steady_clock::now() > end) {
       return Status::Unavailable("the daemon did not write its port file " + port_file.string() +
-                                 " in time; log:\n" + ReadFileOrEmpty(log()));
+                                 " in time; log:\n" + ReadFile(log()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

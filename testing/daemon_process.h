@@ -85,8 +85,6 @@ class DaemonProcess {
   std::string address_;
 };
 
-std::string ReadFileOrEmpty(const std::filesystem::path& path);
-
 // GET http://127.0.0.1:port/path (HTTP/1.0); the body of a 200 answer, or "" with *error.
 std::string HttpGet(int port, const std::string& path, std::string* error);
 // The Prometheus text format: "name{label="v",...} value" per sample line -> value.

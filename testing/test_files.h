@@ -1,10 +1,13 @@
 // Files and sockets of the tests that run the real daemon: TempDir, a fresh directory removed with
 // everything in it when the TempDir goes; ReadFile and CountOccurrences, to read what a daemon
 // wrote (its log, its port file); ConnectFrom, a raw TCP connection to a loopback port from a
-// chosen loopback source address (127.0.0.x: one client host each, for the connection caps).
+// chosen loopback source address (127.0.0.x: one client host each, for the connection caps), and
+// SendHttp2Preface, which makes it look like a gRPC client's; OpenFilesOf, a process's descriptors.
 //
 // Thread-safety: plain functions; a TempDir is used by one test.
 #pragma once
+
+#include <sys/types.h>
 
 #include <filesystem>
 #include <string>
@@ -34,7 +37,15 @@ int CountOccurrences(const std::string& text, const std::string& needle);
 
 // A TCP socket bound to `source` (an IPv4 address of this host, e.g. 127.0.0.2) and connected to
 // 127.0.0.1:port. nonblocking: the connect goes on in the background (a connect in progress is
-// no error). The descriptor, or -1.
-int ConnectFrom(const char* source, int port, bool nonblocking);
+// no error). Else connect_timeout_s > 0 bounds a blocking connect (SO_SNDTIMEO, which stays set
+// for sends; 0: the kernel's own SYN retries). The descriptor, or -1.
+int ConnectFrom(const char* source, int port, bool nonblocking, int connect_timeout_s = 0);
+
+// Sends the HTTP/2 client preface and an empty SETTINGS frame, as a gRPC client opens its
+// connection; false when the send failed (e.g. the connection was reset).
+bool SendHttp2Preface(int fd);
+
+// The descriptors process `pid` has open (/proc/PID/fd); 0 when it cannot be read.
+int OpenFilesOf(pid_t pid);
 
 }  // namespace transposed::testing

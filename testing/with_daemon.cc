@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "testing/daemon_process.h"
+#include "testing/test_files.h"
 
 extern char** environ;
 
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
     std::cerr << "with_daemon: exit " << code << "; the daemon's log is in " << copy_log << "\n";
   } else if (code != 0) {
     std::cerr << "with_daemon: command exited " << code << "; daemon log:\n"
-              << transposed::testing::ReadFileOrEmpty(daemon.log());
+              << transposed::testing::ReadFile(daemon.log());
   } else if (!keep) {
     daemon.RemoveDir();
   }

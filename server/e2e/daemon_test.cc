@@ -38,6 +38,7 @@ using namespace std::chrono_literals;
 using testing::CountOccurrences;
 using testing::GetConfigRequestFor;
 using testing::HealthCheck;
+using testing::OpenFilesOf;
 using testing::ReadFile;
 
 class DaemonTest : public ::testing::Test {
@@ -666,8 +667,7 @@ int OpenHttp2(int port, const char* source, bool* served) {
   *served = false;
   const int fd = testing::ConnectFrom(source, port, /*nonblocking=*/false);
   if (fd < 0) return -1;
-  static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
-  send(fd, kPreface, sizeof(kPreface) - 1, MSG_NOSIGNAL);  // may fail on a closed connection
+  testing::SendHttp2Preface(fd);  // may fail on a closed connection
   // The first frame header of the answer (9 bytes), or the end of the stream; generous for CI.
   timeval timeout{60, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
@@ -680,15 +680,6 @@ int OpenHttp2(int port, const char* source, bool* served) {
   }
   *served = got == sizeof(header) && header[3] == 4;  // type 4: SETTINGS
   return fd;
-}
-
-int OpenFiles(pid_t pid) {
-  int n = 0;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
-       !ec && it != fs::directory_iterator(); it.increment(ec))
-    ++n;
-  return n;
 }
 
 int Threads(pid_t pid) {
@@ -716,7 +707,7 @@ TEST(DaemonProcessTest, ConnectionsPerClientAreCapped) {
   const int metrics_port = std::stoi(m[1]);
   EXPECT_NE(startup_log.find("connection caps: 3 per client host"), std::string::npos)
       << startup_log;
-  const int files_before = OpenFiles(d.pid());
+  const int files_before = OpenFilesOf(d.pid());
 
   std::vector<int> idle;
   bool served = false;
@@ -766,9 +757,9 @@ TEST(DaemonProcessTest, ConnectionsPerClientAreCapped) {
   // connections above the start, plus slack for the metrics server), threads did not grow with
   // them.
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (OpenFiles(d.pid()) > files_before + 4 + 2 && std::chrono::steady_clock::now() < deadline)
+  while (OpenFilesOf(d.pid()) > files_before + 4 + 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
-  EXPECT_LE(OpenFiles(d.pid()), files_before + 4 + 2);
+  EXPECT_LE(OpenFilesOf(d.pid()), files_before + 4 + 2);
   EXPECT_LE(Threads(d.pid()), threads_loaded + 16);  // not one per refused connection
 
   for (int f : idle) close(f);
@@ -928,9 +919,9 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
 }
 
 // --backend cuda runs whatever worker --worker names: with the test-only transposed-fake-worker
-// (FakeEngine served by the real worker loop) the daemon tunes through a worker process without a
-// GPU. A worker killed from outside is restarted by the next request, which still answers, and
-// transposed_worker_restarts_total counts it.
+// (FakeEngine served by the real serve loop, tuner/worker/serve.h) the daemon tunes through a
+// worker process without a GPU. A worker killed from outside is restarted by the next request,
+// which still answers, and transposed_worker_restarts_total counts it.
 TEST(DaemonProcessTest, KilledWorkerIsRestartedAndCounted) {
   testing::DaemonOptions o;
   o.binary = TRANSPOSED_BINARY;

@@ -14,6 +14,7 @@
 
 #include "client/client.h"
 #include "testing/daemon_process.h"
+#include "testing/test_files.h"
 
 namespace transposed {
 namespace {
@@ -36,7 +37,7 @@ class ExactnessTest : public ::testing::Test {
     for (auto& d : daemons_) {
       if (d->pid() > 0) {
         const Status s = d->Stop();
-        EXPECT_TRUE(s.ok()) << s.ToString() << "\nlog:\n" << testing::ReadFileOrEmpty(d->log());
+        EXPECT_TRUE(s.ok()) << s.ToString() << "\nlog:\n" << testing::ReadFile(d->log());
       }
       if (!HasFailure()) d->RemoveDir();
     }

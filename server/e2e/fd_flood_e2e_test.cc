@@ -6,50 +6,37 @@
 //   a leak of its own files would), the newest connections are shed and the established ones
 //   stay: a client's channel never leaves READY;
 // - idle connections close after --connection-idle-timeout.
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
-#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "testing/daemon_process.h"
+#include "testing/requests.h"
+#include "testing/test_files.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-v1::GetConfigRequest Request(int64_t rows, int64_t cols, bool cache_only) {
-  v1::GetConfigRequest req;
-  req.mutable_problem()->set_rows(rows);
-  req.mutable_problem()->set_cols(cols);
-  req.mutable_problem()->set_dtype("f32");
-  if (cache_only) req.set_policy(v1::CACHE_ONLY);
-  return req;
-}
+using testing::ConnectFrom;
+using testing::GetConfigRequestFor;
+using testing::OpenFilesOf;
+using testing::ReadFile;
+using testing::SendHttp2Preface;
 
 grpc::Status Get(v1::Transposer::Stub* stub, const v1::GetConfigRequest& req) {
   grpc::ClientContext ctx;
@@ -58,48 +45,12 @@ grpc::Status Get(v1::Transposer::Stub* stub, const v1::GetConfigRequest& req) {
   return stub->GetConfig(&ctx, req, &a);
 }
 
-// An idle TCP connection to 127.0.0.1:port from `source`, connecting in the background (the
-// daemon's short accept queue makes the kernel drop SYNs, which the client retries); -1 when
-// connect fails at once.
-int IdleConnection(const char* source, int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &from.sin_addr);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
-      (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0 && errno != EINPROGRESS)) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // A connection that speaks HTTP/2 like an idle gRPC client: from `source` (127.0.0.x), the client
-// preface and an empty SETTINGS frame, then nothing. -1 when connect fails.
+// preface and an empty SETTINGS frame, then nothing. -1 when connect fails; a SYN dropped by a
+// full accept queue is retried within the connect's 5 s.
 int IdleHttp2(const char* source, int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &from.sin_addr);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const timeval timeout{5, 0};  // a SYN dropped by a full accept queue is retried within this
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
-    close(fd);
-    return -1;
-  }
-  static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
-  send(fd, kPreface, sizeof(kPreface) - 1, MSG_NOSIGNAL);  // may fail on a reset connection
+  const int fd = ConnectFrom(source, port, /*nonblocking=*/false, /*connect_timeout_s=*/5);
+  if (fd >= 0) SendHttp2Preface(fd);  // may fail on a reset connection
   return fd;
 }
 
@@ -112,15 +63,6 @@ bool StillOpen(int fd) {
     if (n > 0) continue;
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
-}
-
-int OpenFilesOf(pid_t pid) {
-  int n = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
-    ++n;
-  return n;
 }
 
 // Watches a channel from READY: `left` once its state changes (the connection closed or failed).
@@ -170,7 +112,7 @@ TEST(FdFlood, AcceptNeverFailsUnderADescriptorLimitOf256) {
   // A client served before the flood, on its own connection.
   auto served = v1::Transposer::NewStub(
       grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials()));
-  ASSERT_TRUE(Get(served.get(), Request(32, 48, false)).ok());
+  ASSERT_TRUE(Get(served.get(), GetConfigRequestFor(32, 48)).ok());
 
   // 8 hosts x 60 idle connections: under the per-client cap (64), far over what 256 descriptors
   // hold. Opened 8 at a time (one per host), each group connected before the next, as many
@@ -180,7 +122,9 @@ TEST(FdFlood, AcceptNeverFailsUnderADescriptorLimitOf256) {
     std::vector<pollfd> group;
     for (int host = 2; host <= 9; ++host) {
       const std::string source = "127.0.0." + std::to_string(host);
-      const int fd = IdleConnection(source.c_str(), d.port());
+      // Connecting in the background (the daemon's short accept queue makes the kernel drop SYNs,
+      // which the client retries).
+      const int fd = ConnectFrom(source.c_str(), d.port(), /*nonblocking=*/true);
       if (fd < 0) continue;
       flood.push_back(fd);
       group.push_back(pollfd{fd, POLLOUT, 0});
@@ -195,7 +139,7 @@ TEST(FdFlood, AcceptNeverFailsUnderADescriptorLimitOf256) {
   std::this_thread::sleep_for(1s);  // the daemon accepts (and sheds) the last ones
 
   // The client served before still is; the daemon never stopped accepting.
-  grpc::Status s = Get(served.get(), Request(32, 48, true));
+  grpc::Status s = Get(served.get(), GetConfigRequestFor(32, 48, /*cache_only=*/true));
   EXPECT_TRUE(s.ok()) << s.error_message();
   std::string log = ReadFile(d.log());
   EXPECT_EQ(log.find("Failed accept4"), std::string::npos) << log.substr(0, 4000);
@@ -219,9 +163,9 @@ TEST(FdFlood, AcceptNeverFailsUnderADescriptorLimitOf256) {
   std::this_thread::sleep_for(1s);
   auto fresh = v1::Transposer::NewStub(
       grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials()));
-  s = Get(fresh.get(), Request(32, 48, true));
+  s = Get(fresh.get(), GetConfigRequestFor(32, 48, /*cache_only=*/true));
   EXPECT_TRUE(s.ok()) << s.error_message();
-  s = Get(served.get(), Request(32, 48, true));
+  s = Get(served.get(), GetConfigRequestFor(32, 48, /*cache_only=*/true));
   EXPECT_TRUE(s.ok()) << s.error_message();
   log = ReadFile(d.log());
   EXPECT_EQ(log.find("Failed accept4"), std::string::npos);
@@ -255,7 +199,7 @@ TEST(FdFlood, AtAFullTableTheNewestConnectionsAreShedAndEstablishedOnesStay) {
 
   auto channel = grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials());
   auto served = v1::Transposer::NewStub(channel);
-  ASSERT_TRUE(Get(served.get(), Request(32, 48, false)).ok());
+  ASSERT_TRUE(Get(served.get(), GetConfigRequestFor(32, 48)).ok());
   ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
   ReadyWatch watch(channel);
 
@@ -282,7 +226,7 @@ TEST(FdFlood, AtAFullTableTheNewestConnectionsAreShedAndEstablishedOnesStay) {
 
   // The established client: same connection, served.
   EXPECT_FALSE(watch.left()) << "the channel left READY: its connection was closed";
-  grpc::Status s = Get(served.get(), Request(32, 48, true));
+  grpc::Status s = Get(served.get(), GetConfigRequestFor(32, 48, /*cache_only=*/true));
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_FALSE(watch.left());
   // The oldest flood connections stay (at most 16, the newest, were ended at the first EMFILE).
@@ -300,9 +244,9 @@ TEST(FdFlood, AtAFullTableTheNewestConnectionsAreShedAndEstablishedOnesStay) {
   std::this_thread::sleep_for(1s);
   auto fresh = v1::Transposer::NewStub(
       grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials()));
-  s = Get(fresh.get(), Request(32, 48, true));
+  s = Get(fresh.get(), GetConfigRequestFor(32, 48, /*cache_only=*/true));
   EXPECT_TRUE(s.ok()) << s.error_message();
-  s = Get(served.get(), Request(32, 48, true));
+  s = Get(served.get(), GetConfigRequestFor(32, 48, /*cache_only=*/true));
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_FALSE(watch.left()) << "the established channel reconnected";
   EXPECT_TRUE(d.Stop().ok());
@@ -331,7 +275,7 @@ TEST(FdFlood, IdleConnectionsCloseAfterTheConfiguredTime) {
 
   auto channel = grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials());
   auto stub = v1::Transposer::NewStub(channel);
-  ASSERT_TRUE(Get(stub.get(), Request(32, 48, false)).ok());
+  ASSERT_TRUE(Get(stub.get(), GetConfigRequestFor(32, 48)).ok());
   const auto idle_since = std::chrono::steady_clock::now();
   const int raw = IdleHttp2("127.0.0.2", d.port());
   ASSERT_GE(raw, 0);
@@ -353,7 +297,7 @@ TEST(FdFlood, IdleConnectionsCloseAfterTheConfiguredTime) {
   EXPECT_FALSE(StillOpen(raw)) << "the idle HTTP/2 connection was not closed";
   close(raw);
   // The client reconnects at its next call.
-  EXPECT_TRUE(Get(stub.get(), Request(32, 48, true)).ok());
+  EXPECT_TRUE(Get(stub.get(), GetConfigRequestFor(32, 48, /*cache_only=*/true)).ok());
   EXPECT_TRUE(d.Stop().ok());
   d.RemoveDir();
 }

@@ -16,6 +16,7 @@
 
 #include "client/client.h"
 #include "testing/daemon_process.h"
+#include "testing/test_files.h"
 
 namespace transposed {
 namespace {
@@ -62,7 +63,7 @@ class FleetTest : public ::testing::Test {
   void TearDown() override {
     for (auto& d : daemons_) {
       Status s = d->Stop();
-      EXPECT_TRUE(s.ok()) << s.ToString() << "\nlog:\n" << testing::ReadFileOrEmpty(d->log());
+      EXPECT_TRUE(s.ok()) << s.ToString() << "\nlog:\n" << testing::ReadFile(d->log());
       if (!HasFailure()) d->RemoveDir();
     }
   }
@@ -80,7 +81,7 @@ class FleetTest : public ::testing::Test {
     while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
     const int status = pclose(p);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.err = testing::ReadFileOrEmpty(err_file);
+    r.err = testing::ReadFile(err_file);
     return r;
   }
 
@@ -191,7 +192,7 @@ TEST_F(FleetTest, TwoInstancesOfOneClassShareThroughExportImportAndSeed) {
   const std::string file = (a->dir() / "results.jsonl").string();
   Ctl exp = RunCtl("--server " + a->address() + " export > " + file);
   ASSERT_EQ(exp.exit_code, 0) << exp.Describe();
-  const std::string text = testing::ReadFileOrEmpty(file);
+  const std::string text = testing::ReadFile(file);
   ASSERT_FALSE(text.empty());
   Json row = Json::parse(text.substr(0, text.find('\n')), nullptr, false);
   ASSERT_TRUE(row.is_object()) << text;
@@ -212,7 +213,7 @@ TEST_F(FleetTest, TwoInstancesOfOneClassShareThroughExportImportAndSeed) {
   EXPECT_EQ(j["measured_on"]["uuid"], "node-a");
   EXPECT_EQ(j["variant"], tuned.variant().name());
   EXPECT_DOUBLE_EQ(j["gbps"].get<double>(), tuned.gbps());
-  EXPECT_EQ(testing::ReadFileOrEmpty(b->log()).find("tune start"), std::string::npos);
+  EXPECT_EQ(testing::ReadFile(b->log()).find("tune start"), std::string::npos);
 
   // The same file again: nothing is faster, nothing changes (never a downgrade either way).
   Ctl again = RunCtl("--server " + b->address() + " import " + file);
@@ -254,7 +255,7 @@ TEST_F(FleetTest, TwoInstancesOfOneClassShareThroughExportImportAndSeed) {
   ASSERT_TRUE(j.is_object()) << seeded.Describe();
   EXPECT_EQ(j["measured_on"]["uuid"], "node-a");
   EXPECT_EQ(j["device"]["uuid"], "node-c");
-  EXPECT_NE(testing::ReadFileOrEmpty(c->log()).find("imported=1"), std::string::npos);
+  EXPECT_NE(testing::ReadFile(c->log()).find("imported=1"), std::string::npos);
 }
 
 TEST_F(FleetTest, AMissAsksPeersOfTheClassBeforeTuning) {
@@ -272,7 +273,7 @@ TEST_F(FleetTest, AMissAsksPeersOfTheClassBeforeTuning) {
   EXPECT_EQ(j["measured_on"]["uuid"], "node-a");
   EXPECT_EQ(j["device"]["uuid"], "node-b");
   EXPECT_EQ(j["variant"], tuned.variant().name());
-  const std::string log_b = testing::ReadFileOrEmpty(b->log());
+  const std::string log_b = testing::ReadFile(b->log());
   EXPECT_EQ(log_b.find("tune start"), std::string::npos) << log_b;
   // Stored as from a peer: the next request is a plain cache hit.
   Ctl hit;

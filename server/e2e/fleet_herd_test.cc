@@ -9,7 +9,7 @@
 //   4. Redis restarted (empty) on the same port: the daemons reconnect by themselves and the
 //      next new problem is tuned once again.
 // The figures (tunes, round trips per node per miss, answer latency percentiles) are printed
-// for docs/fleet.md.
+// for docs/user/fleet.md.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include "testing/daemon_process.h"
 #include "testing/grpc_health.h"
 #include "testing/redis_process.h"
+#include "testing/test_files.h"
 
 namespace transposed {
 namespace {
@@ -77,7 +78,7 @@ class FleetHerdTest : public ::testing::Test {
     for (int i = 0; i < kNodes; ++i) {
       ASSERT_TRUE(started[i].ok()) << "node " << i << ": " << started[i].ToString();
       std::smatch m;
-      const std::string log = testing::ReadFileOrEmpty(nodes_[i]->log());
+      const std::string log = testing::ReadFile(nodes_[i]->log());
       ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(metrics on \S+ \(port (\d+)\))")));
       metrics_ports_.push_back(std::stoi(m[1]));
       auto client = Client::Connect(nodes_[i]->address(), {});
@@ -388,7 +389,7 @@ TEST(FleetFailureTest, RedisDownOrHungAddsAtMostTheTimeout) {
   }
   for (auto* d : {local.get(), down.get(), hanging.get()}) {
     EXPECT_TRUE(d->Stop().ok());
-    const std::string log = testing::ReadFileOrEmpty(d->log());
+    const std::string log = testing::ReadFile(d->log());
     if (d != local.get())
       EXPECT_NE(log.find("shared store unavailable"), std::string::npos) << "a warning";
     if (!::testing::Test::HasFailure()) d->RemoveDir();

@@ -18,13 +18,16 @@
 #include <vector>
 
 #include "testing/daemon_process.h"
-#include "testing/health_check.h"
+#include "testing/grpc_health.h"
+#include "testing/requests.h"
+#include "testing/test_files.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::GetConfigRequestFor;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -40,15 +43,6 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
-v1::GetConfigRequest Request(int64_t rows, int64_t cols, v1::CachePolicy policy) {
-  v1::GetConfigRequest req;
-  req.mutable_problem()->set_rows(rows);
-  req.mutable_problem()->set_cols(cols);
-  req.mutable_problem()->set_dtype("f32");
-  req.set_policy(policy);
-  return req;
-}
-
 // One GetConfig; its wall time in seconds, the answer in *a.
 double TimedGet(v1::Transposer::Stub* stub, const v1::GetConfigRequest& req, v1::Answer* a,
                 grpc::Status* status) {
@@ -62,9 +56,8 @@ double TimedGet(v1::Transposer::Stub* stub, const v1::GetConfigRequest& req, v1:
 class LookupE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/transposed_lookup_e2e.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(temp_.ok()) << "mkdtemp failed";
+    dir_ = temp_.path();
     // The daemon runs its worker with exactly "--list" or "--device N": a wrapper adds the delay
     // and enough candidates for a tune of several seconds.
     worker_ = dir_ / "slow-fake-worker";
@@ -73,11 +66,7 @@ class LookupE2ETest : public ::testing::Test {
                            << " --candidates 8 \"$@\"\n";
     fs::permissions(worker_, fs::perms::owner_all);
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
+  testing::TempDir temp_{"transposed_lookup_e2e"};
   fs::path dir_;
   fs::path worker_;
 };
@@ -96,11 +85,11 @@ TEST_F(LookupE2ETest, LookupsDoNotWaitBehindATuneInTheWorker) {
   auto stub = v1::Transposer::NewStub(channel);
 
   // Problem A tuned and stored (the slow worker takes a few seconds).
-  const v1::GetConfigRequest hit = Request(64, 96, v1::CACHE_ONLY);
+  const v1::GetConfigRequest hit = GetConfigRequestFor(64, 96, v1::CACHE_ONLY);
   {
     v1::Answer a;
     grpc::Status s;
-    TimedGet(stub.get(), Request(64, 96, v1::TUNE_IF_MISSING), &a, &s);
+    TimedGet(stub.get(), GetConfigRequestFor(64, 96, v1::TUNE_IF_MISSING), &a, &s);
     ASSERT_TRUE(s.ok()) << s.error_message();
     ASSERT_EQ(a.source(), v1::SOURCE_TUNED);
   }
@@ -144,10 +133,12 @@ TEST_F(LookupE2ETest, LookupsDoNotWaitBehindATuneInTheWorker) {
   for (int i = 0; i < 5; ++i) {
     v1::Answer a;
     grpc::Status s;
-    cache_only_misses.push_back(TimedGet(stub.get(), Request(96, 64, v1::CACHE_ONLY), &a, &s));
+    cache_only_misses.push_back(
+        TimedGet(stub.get(), GetConfigRequestFor(96, 64, v1::CACHE_ONLY), &a, &s));
     EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
     // The first queues its tune behind the running one; the others find it queued.
-    answers_now.push_back(TimedGet(stub.get(), Request(80, 128, v1::ANSWER_NOW), &a, &s));
+    answers_now.push_back(
+        TimedGet(stub.get(), GetConfigRequestFor(80, 128, v1::ANSWER_NOW), &a, &s));
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_TRUE(a.source() == v1::SOURCE_NEAREST || a.source() == v1::SOURCE_HEURISTIC)
         << a.source();

@@ -20,23 +20,17 @@
 #include "testing/daemon_process.h"
 #include "testing/grpc_health.h"
 #include "testing/redis_process.h"
+#include "testing/requests.h"
+#include "testing/test_files.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::GetConfigRequestFor;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-v1::GetConfigRequest Request(int64_t rows, int64_t cols, v1::CachePolicy policy) {
-  v1::GetConfigRequest req;
-  req.mutable_problem()->set_rows(rows);
-  req.mutable_problem()->set_cols(cols);
-  req.mutable_problem()->set_dtype("f32");
-  req.set_policy(policy);
-  return req;
-}
 
 // Polls `done` every 50 ms for up to `seconds`; whether it became true.
 bool WaitFor(double seconds, const std::function<bool()>& done) {
@@ -51,16 +45,10 @@ bool WaitFor(double seconds, const std::function<bool()>& done) {
 class PoliteE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/transposed_polite_e2e.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(temp_.ok()) << "mkdtemp failed";
+    dir_ = temp_.path();
     load_ = dir_ / "load";
     SetLoad(0, 0);
-  }
-  void TearDown() override {
-    daemon_.reset();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
 
   // A fake device's busy signal from now on: utilization %, other compute processes.
@@ -115,7 +103,7 @@ class PoliteE2ETest : public ::testing::Test {
   }
   // The cached answer of rows x cols, or NOT_FOUND.
   grpc::Status Cached(int64_t rows, int64_t cols, v1::Answer* a) {
-    return Get(Request(rows, cols, v1::CACHE_ONLY), a);
+    return Get(GetConfigRequestFor(rows, cols, v1::CACHE_ONLY), a);
   }
   static v1::DeviceLoad Load(v1::Transposer::Stub* stub) {
     grpc::ClientContext ctx;
@@ -125,8 +113,9 @@ class PoliteE2ETest : public ::testing::Test {
     return r.devices_size() > 0 ? r.devices(0).load() : v1::DeviceLoad();
   }
   v1::DeviceLoad Load() { return Load(stub_.get()); }
-  std::string Log() { return testing::ReadFileOrEmpty(daemon_->log()); }
+  std::string Log() { return testing::ReadFile(daemon_->log()); }
 
+  testing::TempDir temp_{"transposed_polite_e2e"};  // removed after the daemons below stop
   fs::path dir_;
   fs::path load_;
   std::unique_ptr<testing::DaemonProcess> daemon_;
@@ -158,7 +147,7 @@ TEST_F(PoliteE2ETest, BackgroundTuneWaitsForAnIdleWindow) {
   SetLoad(95, 1);
   ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
   v1::Answer a;
-  ASSERT_TRUE(Get(Request(64, 96, v1::ANSWER_NOW), &a).ok());
+  ASSERT_TRUE(Get(GetConfigRequestFor(64, 96, v1::ANSWER_NOW), &a).ok());
   EXPECT_NE(a.source(), v1::SOURCE_TUNED);
   ASSERT_TRUE(WaitFor(10, [&] { return Load().background_waiting() == 1; }))
       << Load().DebugString();
@@ -178,7 +167,7 @@ TEST_F(PoliteE2ETest, BackgroundTuneAbandonedWhenNoWindowComes) {
   SetLoad(95, 1);
   ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
   v1::Answer a;
-  ASSERT_TRUE(Get(Request(64, 96, v1::ANSWER_NOW), &a).ok());
+  ASSERT_TRUE(Get(GetConfigRequestFor(64, 96, v1::ANSWER_NOW), &a).ok());
   ASSERT_TRUE(WaitFor(15, [&] { return Load().background_abandoned() == 1; }))
       << Load().DebugString();
   const v1::DeviceLoad l = Load();
@@ -190,7 +179,7 @@ TEST_F(PoliteE2ETest, BackgroundTuneAbandonedWhenNoWindowComes) {
   EXPECT_NE(Log().find("tune abandoned device=0 problem=64x96"), std::string::npos);
   // The next ANSWER_NOW miss queues the tune again; now the device is idle, it runs.
   SetLoad(0, 1);
-  ASSERT_TRUE(Get(Request(64, 96, v1::ANSWER_NOW), &a).ok());
+  ASSERT_TRUE(Get(GetConfigRequestFor(64, 96, v1::ANSWER_NOW), &a).ok());
   ASSERT_TRUE(WaitFor(20, [&] { return Cached(64, 96, &a).ok(); }));
 }
 
@@ -198,14 +187,14 @@ TEST_F(PoliteE2ETest, BackgroundTuneUnderTheDutyCycleCap) {
   Start(0.02, {"--background-duty-cycle", "0.1", "--remeasure-contended", "false"});
   // Idle: a background tune at full speed.
   v1::Answer idle;
-  ASSERT_TRUE(Get(Request(64, 96, v1::ANSWER_NOW), &idle).ok());
+  ASSERT_TRUE(Get(GetConfigRequestFor(64, 96, v1::ANSWER_NOW), &idle).ok());
   ASSERT_TRUE(WaitFor(30, [&] { return Cached(64, 96, &idle).ok(); }));
   EXPECT_EQ(idle.contention(), "");
   // Busy: the same work at a tenth of the device's time.
   SetLoad(95, 1);
   ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
   v1::Answer busy;
-  ASSERT_TRUE(Get(Request(96, 64, v1::ANSWER_NOW), &busy).ok());
+  ASSERT_TRUE(Get(GetConfigRequestFor(96, 64, v1::ANSWER_NOW), &busy).ok());
   ASSERT_TRUE(WaitFor(10, [&] { return Load().background_waiting() == 1; }));
   ASSERT_TRUE(WaitFor(90, [&] { return Cached(96, 64, &busy).ok(); }));
   EXPECT_NE(busy.contention().find("device busy: utilization 95%, 1 other process"),
@@ -223,7 +212,7 @@ TEST_F(PoliteE2ETest, AWaitedForTuneRunsIsMarkedAndMeasuredAgainWhenIdle) {
   SetLoad(95, 1);
   ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
   v1::Answer a;
-  const grpc::Status s = Get(Request(64, 96, v1::TUNE_IF_MISSING), &a);
+  const grpc::Status s = Get(GetConfigRequestFor(64, 96, v1::TUNE_IF_MISSING), &a);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(a.source(), v1::SOURCE_TUNED);
   EXPECT_NE(a.contention().find("device busy: utilization 95%, 1 other process"),
@@ -243,13 +232,13 @@ TEST_F(PoliteE2ETest, AWaitedForTuneRunsIsMarkedAndMeasuredAgainWhenIdle) {
 TEST_F(PoliteE2ETest, AResultMeasuredIdleIsNeverReplacedByOneUnderContention) {
   Start(0, {});
   v1::Answer first;
-  ASSERT_TRUE(Get(Request(64, 96, v1::TUNE_IF_MISSING), &first).ok());
+  ASSERT_TRUE(Get(GetConfigRequestFor(64, 96, v1::TUNE_IF_MISSING), &first).ok());
   EXPECT_EQ(first.contention(), "");
   SetLoad(95, 1);
   ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
   // A forced re-tune on the busy device: answered, marked, not stored over the idle result.
   v1::TuneRequest tr;
-  *tr.mutable_problem() = Request(64, 96, v1::TUNE_IF_MISSING).problem();
+  *tr.mutable_problem() = GetConfigRequestFor(64, 96, v1::TUNE_IF_MISSING).problem();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 60s);
   auto reader = stub_->Tune(&ctx, tr);
@@ -276,7 +265,8 @@ TEST_F(PoliteE2ETest, TheDaemonsOwnWorkIsNotTakenForAnotherJobs) {
   ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "idle"; }));
   v1::Answer a;
   const int64_t shapes[][2] = {{64, 96}, {96, 64}, {80, 48}};
-  for (const auto& s : shapes) ASSERT_TRUE(Get(Request(s[0], s[1], v1::ANSWER_NOW), &a).ok());
+  for (const auto& s : shapes)
+    ASSERT_TRUE(Get(GetConfigRequestFor(s[0], s[1], v1::ANSWER_NOW), &a).ok());
   for (const auto& s : shapes) {
     ASSERT_TRUE(WaitFor(30, [&] { return Cached(s[0], s[1], &a).ok(); }));
     EXPECT_EQ(a.contention(), "") << s[0] << "x" << s[1];
@@ -312,11 +302,11 @@ TEST_F(PoliteE2ETest, ABusyNodesMissIsTunedByAnIdleNodeOfTheClass) {
   // A caller on the busy node waits; the idle node tunes; the busy node gets the class's result.
   v1::Answer a;
   const auto start = Clock::now();
-  const grpc::Status s = Get(busy_stub.get(), Request(64, 96, v1::TUNE_IF_MISSING), &a);
+  const grpc::Status s = Get(busy_stub.get(), GetConfigRequestFor(64, 96, v1::TUNE_IF_MISSING), &a);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_TRUE(s.ok()) << s.error_message();
-  const std::string busy_log = testing::ReadFileOrEmpty(busy->log());
-  const std::string idle_log = testing::ReadFileOrEmpty(idle->log());
+  const std::string busy_log = testing::ReadFile(busy->log());
+  const std::string idle_log = testing::ReadFile(idle->log());
   EXPECT_EQ(a.source(), v1::SOURCE_SHARED) << "busy node:\n" << busy_log << "\nidle node:\n"
                                            << idle_log;
   EXPECT_EQ(a.contention(), "");
@@ -327,7 +317,7 @@ TEST_F(PoliteE2ETest, ABusyNodesMissIsTunedByAnIdleNodeOfTheClass) {
       << idle_log;
   EXPECT_NE(idle_log.find("tune done device=0 problem=64x96"), std::string::npos);
   // Stored on the busy node too.
-  ASSERT_TRUE(Get(busy_stub.get(), Request(64, 96, v1::CACHE_ONLY), &a).ok());
+  ASSERT_TRUE(Get(busy_stub.get(), GetConfigRequestFor(64, 96, v1::CACHE_ONLY), &a).ok());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "client/client.h"
 #include "server/grpc/security.h"
 #include "testing/daemon_process.h"
+#include "testing/test_files.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
@@ -79,7 +80,7 @@ class SecurityE2eTest : public ::testing::Test {
         "openssl x509 -req -in rogue.csr -CA other.pem -CAkey other.key -CAcreateserial -days 2"
         " -extfile client.ext -out rogue.pem";
     const int rc = std::system(("bash -c '" + script + "'").c_str());
-    ASSERT_EQ(rc, 0) << testing::ReadFileOrEmpty(dir_ / "openssl.log");
+    ASSERT_EQ(rc, 0) << testing::ReadFile(dir_ / "openssl.log");
   }
 
   void StartDaemon(std::vector<std::string> extra) {
@@ -152,7 +153,7 @@ TEST_F(SecurityE2eTest, AdminRpcsNeedTheTokenLookupsStayOpen) {
   auto deleted = ok->DeleteEntries(all);
   ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
   EXPECT_EQ(*deleted, 1);
-  const std::string log = testing::ReadFileOrEmpty(daemon_->log());
+  const std::string log = testing::ReadFile(daemon_->log());
   EXPECT_NE(log.find("rpc=DeleteEntries peer="), std::string::npos) << log;
   EXPECT_EQ(log.find(kToken), std::string::npos) << "the token leaked into the log";
 }
@@ -225,7 +226,7 @@ TEST_F(SecurityE2eTest, TlsAndMutualTls) {
   EXPECT_TRUE(devices.ok()) << devices.status().ToString();
   auto tuned = m->Tune(SmallTune());
   EXPECT_TRUE(tuned.ok()) << tuned.status().ToString();
-  const std::string log = testing::ReadFileOrEmpty(daemon_->log());
+  const std::string log = testing::ReadFile(daemon_->log());
   EXPECT_NE(log.find("transport=mtls"), std::string::npos) << log;
 }
 
@@ -259,7 +260,7 @@ TEST_F(SecurityE2eTest, PeersOverMutualTls) {
     auto c = Client::Connect(d.address(), plain);
     auto a = (*c)->GetConfig(Small());
     EXPECT_TRUE(a.ok()) << a.status().ToString();
-    const std::string log = testing::ReadFileOrEmpty(d.log());
+    const std::string log = testing::ReadFile(d.log());
     EXPECT_TRUE(d.Stop().ok());
     if (!HasFailure()) d.RemoveDir();
     if (a.ok() && a->source() == v1::SOURCE_PEER)
@@ -284,7 +285,7 @@ TEST_F(SecurityE2eTest, ConnectionCapHoldsForTls) {
   StartDaemon({"--tls-cert", Path("server.pem"), "--tls-key", Path("server.key"),
                "--max-connections-per-client", "2"});
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = testing::ReadFileOrEmpty(dir_ / "ca.pem");
+  ssl.pem_root_certs = testing::ReadFile(dir_ / "ca.pem");
   auto list_devices = [&](std::shared_ptr<grpc::Channel> channel) {
     auto stub = v1::Transposer::NewStub(channel);
     grpc::ClientContext ctx;
@@ -308,7 +309,7 @@ TEST_F(SecurityE2eTest, ConnectionCapHoldsForTls) {
   for (int i = 0; i < 600 && !(s = list_devices(channel())).ok(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(s.ok()) << s.error_message();
-  const std::string log = testing::ReadFileOrEmpty(daemon_->log());
+  const std::string log = testing::ReadFile(daemon_->log());
   EXPECT_NE(log.find("refused a connection from ipv4:127.0.0.1"), std::string::npos) << log;
 }
 
@@ -323,12 +324,12 @@ TEST_F(SecurityE2eTest, TransposectlSendsTheTokenAndSpeaksTls) {
     const int rc = std::system((ctl + args + " >" + out + " 2>&1").c_str());
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   };
-  EXPECT_EQ(run("get --rows 16 --cols 16 --dtype f32"), 0) << testing::ReadFileOrEmpty(out);
-  EXPECT_EQ(run("delete --all"), 1) << testing::ReadFileOrEmpty(out);
-  EXPECT_NE(testing::ReadFileOrEmpty(out).find("UNAUTHENTICATED"), std::string::npos)
-      << testing::ReadFileOrEmpty(out);
+  EXPECT_EQ(run("get --rows 16 --cols 16 --dtype f32"), 0) << testing::ReadFile(out);
+  EXPECT_EQ(run("delete --all"), 1) << testing::ReadFile(out);
+  EXPECT_NE(testing::ReadFile(out).find("UNAUTHENTICATED"), std::string::npos)
+      << testing::ReadFile(out);
   EXPECT_EQ(run("--token-file " + Path("token") + " delete --all"), 0)
-      << testing::ReadFileOrEmpty(out);
+      << testing::ReadFile(out);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "client/client.h"
 #include "testing/daemon_process.h"
+#include "testing/test_files.h"
 
 namespace transposed {
 namespace {
@@ -58,7 +59,7 @@ class TuneManyTest : public ::testing::Test {
 
   void Stop() {
     const Status s = daemon_->Stop();
-    EXPECT_TRUE(s.ok()) << s.ToString() << "\nlog:\n" << testing::ReadFileOrEmpty(daemon_->log());
+    EXPECT_TRUE(s.ok()) << s.ToString() << "\nlog:\n" << testing::ReadFile(daemon_->log());
   }
 
   // Runs TuneMany, collecting every message.
@@ -155,7 +156,7 @@ TEST_F(TuneManyTest, SkipsCachedProblemsAndStreamsTheOthersInOrder) {
 
   // Logged (one line per call, with the counts) and counted in the metrics.
   std::smatch m;
-  const std::string startup = testing::ReadFileOrEmpty(daemon_->log());
+  const std::string startup = testing::ReadFile(daemon_->log());
   ASSERT_TRUE(std::regex_search(startup, m, std::regex(R"(metrics on \S+ \(port (\d+)\))")))
       << startup;
   std::string error;
@@ -167,7 +168,7 @@ TEST_F(TuneManyTest, SkipsCachedProblemsAndStreamsTheOthersInOrder) {
   ASSERT_NE(it, samples.end()) << text;
   EXPECT_EQ(it->second, 3);
   Stop();
-  const std::string log = testing::ReadFileOrEmpty(daemon_->log());
+  const std::string log = testing::ReadFile(daemon_->log());
   EXPECT_NE(log.find("rpc=TuneMany problems=3 force=false cached=1 tuned=2 failed=0 dropped=0"),
             std::string::npos)
       << log;
