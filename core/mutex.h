@@ -1,6 +1,8 @@
 // Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with clang thread-safety
 // annotations (core/thread_annotations.h), so that GUARDED_BY / REQUIRES on the members and
 // methods that use them are checked by the -Wthread-safety build. Same cost as the std types.
+// Ours, not absl::Mutex: the core must not need Abseil, and Debian 12's Abseil is built without
+// NDEBUG, so its Mutex keeps a global deadlock graph (docs/design/architecture.md, "Abseil").
 //
 // Thread-safety: a Mutex and a CondVar may be used from any number of threads; a MutexLock
 // belongs to the thread that made it.

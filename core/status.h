@@ -2,7 +2,10 @@
 //
 // Every library function that can fail returns a Status (or a StatusOr<T>); nothing in the core
 // throws across an API boundary or aborts. The daemon converts a Status to grpc::Status in exactly
-// one place (server/grpc_status.cc). Status values are immutable and safe to copy between threads.
+// one place (proto/grpc_status.cc). Status values are immutable and safe to copy between threads.
+//
+// Ours, not absl::Status: the installed core headers and libtransposed_launch.so (which users
+// link from C++ and Python) must not need Abseil (docs/design/architecture.md, "Abseil").
 #pragma once
 
 #include <optional>

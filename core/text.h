@@ -7,6 +7,8 @@
 // a log or a gRPC status). Long values are cut after `max_bytes` input bytes and the quote says
 // how long the value was. CheckFieldLength() refuses a request field longer than its cap with
 // INVALID_ARGUMENT naming the field. Pure functions; thread-safe.
+// Ours, not absl::CHexEscape: the core must not need Abseil, and Quote also bounds the length and
+// says how long the value was (docs/design/architecture.md, "Abseil").
 #pragma once
 
 #include <cstddef>

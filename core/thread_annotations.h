@@ -4,6 +4,8 @@
 // method says its caller must hold `mu`; EXCLUDES(mu) that it must not. A clang build with
 // -Wthread-safety (deploy/thread-safety.sh, run by CI) checks them; other compilers ignore them.
 // Use them with the annotated Mutex of core/mutex.h (libstdc++'s std::mutex is not annotated).
+// Ours, not ABSL_GUARDED_BY: the installed core headers must not need Abseil
+// (docs/design/architecture.md, "Abseil").
 //
 // Thread-safety: macros only.
 #pragma once
