@@ -7,7 +7,7 @@
 // DeviceInfo with its UUID) it was measured on. An entry measured on one instance is served to
 // every instance of its class, marked with where it was measured (`measured_on`).
 //
-// What is in the class, and why (docs: README "Device class"):
+// What is in the class, and why (docs/user/fleet.md, its opening section):
 //   every backend: backend, name (the model: "NVIDIA H100 80GB HBM3" vs "NVIDIA H200"), kernel
 //     library version (a new kernel set is a new search space).
 //   cuda: memory size, compute capability, SM count, L2 size, memory clock and bus width (what

@@ -32,7 +32,7 @@ enum class LoadState { kUnknown, kIdle, kBusy };
 // "unknown", "idle", "busy": the names sent on the wire and used as metric labels.
 std::string_view LoadStateName(LoadState s);
 
-// The one signal of a device (the service keeps it per device, refreshed by its device thread).
+// The one signal of a device (the service keeps it per device, refreshed by its tune thread).
 struct DeviceLoad {
   LoadState state = LoadState::kUnknown;
   LoadSample sample;                 // the latest

@@ -188,7 +188,7 @@ TEST(PackedRealign, FourWindowTilesGatherWithoutBankConflicts) {
 
 // Wider rows and taller tiles read fewer staged bytes per byte of the tile: the 9 windows of a
 // 128-byte row and the v rows above a 128-row tile cost 12.5% each (the 128x128 u8 tile was
-// L2-bound, docs/benchmark.md); 256 bytes or 256 rows halve that.
+// L2-bound, docs/lab/benchmark.md); 256 bytes or 256 rows halve that.
 // The write phase of a packed tile of nr rows (whole or cut by the matrix edge) writes every
 // byte of each output row's segment [0, nr * e) exactly once and nothing past it, for every
 // misalignment p: its windows, then its tail window where the next tile down does not take the

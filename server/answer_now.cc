@@ -126,8 +126,9 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
           (element_access && e < 16 && Param(c, "tile_cols", 32) != 32 ? 0.5 : 0);
       consider(c, score);
     } else if (!cuda && c.params.count("isa") != 0) {
-      // CPU SIMD: the widest ISA, all threads, the 1024 x 512-byte column walk (else 4 micro-
-      // tiles a side), streaming stores where offered (docs/cpu-backend.md: the usual winners).
+      // CPU SIMD: the widest ISA, all threads, the 1024 x 512-byte column walk (else 4
+      // micro-tiles a side), streaming stores where offered (docs/design/cpu-backend.md: the
+      // usual winners).
       const double threads = static_cast<double>(std::max<int64_t>(1, Param(c, "threads", 1)));
       const double layout =
           c.params.count("wrun") != 0

@@ -1,15 +1,15 @@
 // Polite tuning (issue 26): the daemon tunes on the GPU its users' jobs run on, so a tune that
 // nobody waits for must not make a job's GPU the straggler.
 //
-// LoadBoard holds the one busy signal per device (core/device_load.h): each device thread samples
-// its backend (the worker asks NVML) while it has nothing to run and before each tune, and the
-// tunes' own evidence of contention is added; ListDevices, the metrics and the log read it. A
+// LoadBoard holds the one busy signal per device (core/device_load.h): each device's tune thread
+// samples its backend (the worker asks NVML) while it has nothing to run and before each tune, and
+// the tunes' own evidence of contention is added; ListDevices, the metrics and the log read it. A
 // sample with a utilization at or above PoliteOptions::busy_utilization_percent while another
-// process holds the device is busy; without a source, a tune's evidence of contention in the
-// last evidence_seconds stands for it (GPU backends only: the CPU backend's host is shared by
-// design, so its tunes are neither marked nor made polite by their own spreads).
+// process holds the device is busy; without a source, a tune's evidence of contention in the last
+// evidence_seconds stands for it (GPU backends only: the CPU backend's host is shared by design, so
+// its tunes are neither marked nor made polite by their own spreads).
 //
-// The policy (applied by the service's device threads, server/service.cc): a background tune
+// The policy (applied by the service's tune threads, server/service_tunes.cc): a background tune
 // (an ANSWER_NOW miss's, a TuneMany that asked for `background`, a re-measurement) on a busy
 // device either waits for an idle window (duty_cycle 0) or runs through PoliteBackend, which
 // caps the share of the device's time its measurements take at duty_cycle while the device stays
@@ -22,7 +22,7 @@
 // tunes it there, and the busy node gets the result (fleet_defer_seconds).
 //
 // Thread-safety: LoadBoard's methods may be called from any thread. A PoliteBackend is used by
-// one tune on its device thread.
+// one tune on its device's tune thread.
 #pragma once
 
 #include <atomic>
@@ -49,7 +49,7 @@ struct PoliteOptions {
   // A background tune that finds no idle window within this long (waiting, or throttled) is
   // abandoned with the reason.
   double max_wait_seconds = 600;
-  // How often a device thread samples its device while it idles, waits or throttles.
+  // How often a tune thread samples its device while it idles, waits or throttles.
   double sample_interval_seconds = 2;
   // The driver's utilization counts the daemon's own kernels for a while after they ran (on an
   // H200 a sample right after a tune read 96-98%, one 2 s later 0%): a busy sample taken less

@@ -335,7 +335,7 @@ class TransposeService {
   // A background job on a busy device with duty_cycle 0: waits for an idle window. true: run it
   // now; false: it went back to the queue (an urgent job came) or was abandoned (job->abandoned).
   bool AwaitWindow(int device, const std::shared_ptr<Job>& job) EXCLUDES(mu_);
-  // On an idle device thread: queues the re-measurement of one result measured under contention.
+  // On an idle tune thread: queues the re-measurement of one result measured under contention.
   void QueueRemeasure(int device) EXCLUDES(mu_);
   // The shared store heard a busy node of class `cls` ask for an idle node to tune `problem`:
   // an idle device of the class with nothing queued takes it (on the store's thread).

@@ -65,7 +65,7 @@ struct TransposeService::Job {
   std::atomic<bool> cancel{false};  // passed to RunTune
   // Nobody waits for it (polite.h) until a caller joins; a re-measurement of a result measured
   // under contention; when it was queued (its wait for an idle window counts from then); why it
-  // was abandoned (device thread only).
+  // was abandoned (tune thread only).
   std::atomic<bool> background{false};
   bool remeasure = false;
   std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();

@@ -1,5 +1,5 @@
 // TuneManyRun: the sequencing of one TuneMany request, free of gRPC (the reactor in
-// server/grpc/grpc_service.cc only checks, converts and streams).
+// server/grpc/tune_rpcs.cc only checks, converts and streams).
 //
 // The problems, already checked (TransposeService::CheckRequest), are started one at a time, each
 // after the previous one's answer, so that a call holds at most one place in a device's tune

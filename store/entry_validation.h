@@ -23,7 +23,7 @@
 
 namespace transposed {
 
-// The most candidate results one entry may hold (a real tune measures tens: docs/benchmark.md).
+// The most candidate results one entry may hold (a real tune measures tens: docs/lab/benchmark.md).
 inline constexpr int kMaxCandidatesPerEntry = 4096;
 // The most bytes of text and numbers one entry may hold, as ApproxEntryBytes counts them: an
 // entry always fits in a ListEntries page (about 3 MiB) and an ExportEntries message.

@@ -53,7 +53,7 @@ class Backend {
   // Allocates and fills buffers for `p`. RESOURCE_EXHAUSTED when it does not fit.
   virtual StatusOr<std::unique_ptr<Session>> Open(const Problem& p) = 0;
   // How busy the device is with work other than the daemon's tunes (core/device_load.h). The
-  // daemon's device thread asks between measurements (an out-of-process backend asks its worker,
+  // daemon's tune thread asks between measurements (an out-of-process backend asks its worker,
   // which then runs nothing else). Never an error: a sample without a source says why; that is
   // the default, for backends that have no source.
   virtual LoadSample SampleLoad() {

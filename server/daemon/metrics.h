@@ -5,10 +5,11 @@
 // RpcRecorder): requests by RPC and code, RPC latency, cache hits and misses, tunes started,
 // completed and failed, tune wall time, connections refused at accept. Read at scrape time (a
 // Collectable over the service, the store and the connection limiter): tune queue depth and worker
-// restarts per device, with --metrics-entry-ratios the best ratio (winner / copy ceiling) of each stored entry of this daemon's devices (at most
-// kMaxEntrySeries, newest first; off by default: one series per cached problem), and the gRPC
-// connections open (the limiter drops the closed ones before it is read, so a scrape never
-// counts a closed one). Every name is listed in the README ("Metrics") and in metrics.cc.
+// restarts per device, with --metrics-entry-ratios the best ratio (winner / copy ceiling) of each
+// stored entry of this daemon's devices (at most kMaxEntrySeries, newest first; off by default: one
+// series per cached problem), and the gRPC connections open (the limiter drops the closed ones
+// before it is read, so a scrape never counts a closed one). Every name is listed in
+// docs/user/deploy.md ("Metrics (Prometheus)") and in metrics.cc.
 //
 // Per-device series carry dcgm-exporter's device labels besides `device` (the daemon's index),
 // so that they join with DCGM's on (Hostname, gpu) or UUID: gpu (the index), UUID, modelName,

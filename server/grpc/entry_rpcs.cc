@@ -1,6 +1,6 @@
 // The entry and device RPCs of GrpcTransposer (grpc_service.h), answered on the calling thread
 // (ListDevices, ListEntries, DeleteEntries, ImportEntries) or streamed from the store page by
-// page (ExportEntries). The calls that wait for tunes are in grpc_service.cc.
+// page (ExportEntries). GetConfig is in grpc_service.cc, Tune and TuneMany in tune_rpcs.cc.
 #include <functional>
 #include <string>
 #include <vector>

@@ -14,7 +14,7 @@ namespace {
 
 // The last-level cache assumed where sysfs does not say (VMs often do not). Not the 32 MiB of
 // one Zen CCD: on the project's 2-vCPU VM a memcpy of 4 MiB rotating through 64-128 MiB of
-// buffers still ran 40% faster than through 192 MiB or more (docs/cpu-backend.md), so the
+// buffers still ran 40% faster than through 192 MiB or more (docs/design/cpu-backend.md), so the
 // rotation must exceed what these vCPUs can cache, not what one die has.
 constexpr int64_t kDefaultLlcBytes = int64_t{128} << 20;
 

@@ -1,6 +1,6 @@
-// cpu_bench: the CPU backend's figures (docs/cpu-backend.md). For each problem it runs the tuner
-// exactly as the daemon does (default TuneOptions, the CPU backend with its default threads) and
-// prints one row: the winner, its GB/s, the memcpy ceiling measured side by side in the same
+// cpu_bench: the CPU backend's figures (docs/design/cpu-backend.md). For each problem it runs the
+// tuner exactly as the daemon does (default TuneOptions, the CPU backend with its default threads)
+// and prints one row: the winner, its GB/s, the memcpy ceiling measured side by side in the same
 // tune, the ratio, the winner's rel_spread, whether the answer is flagged noisy, the tune's wall
 // time and the 1-minute load average before the tune. The last line gives the median rel_spread
 // of the winners and the worst ratio per element size.

@@ -367,10 +367,10 @@ void WalkT(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& ne
   const int64_t j_full = b.j0 + (b.j1 - b.j0) / M * M;
   BlockPrefetcher prefetch(next_m, next, (i_full - b.i0) / M * ((j_full - b.j0) / M));
   // 1-byte elements: a micro-tile writes 64 output rows; at power-of-two row strides of 4 KiB or
-  // more, 64 streaming stores to lines that far apart in a burst run at a quarter of the speed
-  // of 16 (measured, docs/cpu-backend.md). So up to kStageTiles micro-tiles down the column are
-  // transposed into an L1 staging block first, and written out 16 rows at a time, each row's
-  // lines of those tiles one after another.
+  // more, 64 streaming stores to lines that far apart in a burst run at a quarter of the speed of
+  // 16 (measured, docs/design/cpu-backend.md). So up to kStageTiles micro-tiles down the column are
+  // transposed into an L1 staging block first, and written out 16 rows at a time, each row's lines
+  // of those tiles one after another.
   constexpr int kStageTiles = M >= 64 ? 8 : 1;
   constexpr int kBand = 16;
   alignas(64) Byte stage[kStageTiles > 1 ? M * kStageTiles * kLineBytes : kLineBytes];

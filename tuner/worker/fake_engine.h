@@ -1,4 +1,4 @@
-// FakeEngine: a stand-in device for tests without a GPU, served by the real worker loop
+// FakeEngine: a stand-in device for tests without a GPU, served by the real serve loop
 // (serve.h) in the test-only executable transposed-fake-worker (fake_worker_main.cc).
 //
 // Describe returns a made-up device; its family (family.h) is a fixed list: `candidates` names

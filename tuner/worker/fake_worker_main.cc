@@ -1,5 +1,5 @@
 // transposed-fake-worker: the test-only worker executable (never installed): FakeEngine
-// (fake_engine.h) served by the real worker loop (serve.h).
+// (fake_engine.h) served by the real serve loop (serve.h).
 //
 //   transposed-fake-worker --list [--devices N]     prints N (default 1)
 //   transposed-fake-worker --device I [--backend NAME] [--candidates N] [--with-fault]
