@@ -30,6 +30,7 @@
 #include "client/client.h"
 #include "core/problem.h"
 #include "testing/daemon_process.h"
+#include "testing/test_files.h"
 
 extern char** environ;
 
@@ -38,16 +39,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
+using testing::ReadFile;
 
 const std::string kCtl = std::string(TRANSPOSED_BIN_DIR) + "/transposectl";
 const std::string kDaemon = std::string(TRANSPOSED_DAEMON_DIR) + "/transposed";
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;

@@ -16,6 +16,8 @@
 #include <vector>
 #include <chrono>
 
+#include "testing/test_files.h"
+
 namespace transposed {
 namespace {
 
@@ -83,22 +85,20 @@ TEST(ListenAddressTest, RandomInputsNeverThrowAndPortsStayInRange) {
 class ConfigFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/startup_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(temp_.ok()) << "mkdtemp failed";
     app_.set_config("--config");
     app_.add_option("--listen", listen_);
     app_.add_option("--tune-budget", budget_);
     app_.add_option("--log-level", level_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Write(const std::string& text) {
     const fs::path p = dir_ / ("c" + std::to_string(n_++) + ".toml");
     std::ofstream(p, std::ios::binary) << text;
     return p.string();
   }
 
-  fs::path dir_;
+  testing::TempDir temp_{"startup_test"};
+  const fs::path& dir_ = temp_.path();
   int n_ = 0;
   CLI::App app_;
   std::string listen_, level_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "testing/test_files.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
 namespace transposed {
@@ -92,9 +93,9 @@ TEST(SecurityTest, WithoutATokenLoopbackOrAVerifiedCertificate) {
 }
 
 TEST(SecurityTest, TokenFiles) {
-  char tmpl[] = "/tmp/security_test.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::filesystem::path dir = tmpl;
+  testing::TempDir temp("security_test");
+  ASSERT_TRUE(temp.ok()) << "mkdtemp failed";
+  const std::filesystem::path& dir = temp.path();
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir / name) << text;
     return (dir / name).string();
@@ -109,7 +110,6 @@ TEST(SecurityTest, TokenFiles) {
   auto missing = ReadTokenFile((dir / "missing").string(), "--admin-token-file");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message().rfind("--admin-token-file: cannot read", 0), 0u);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(SecurityTest, CredentialFlagsMustComeInPairs) {
@@ -142,9 +142,9 @@ TEST(SecurityTest, PemFilesMustHoldTheRightBlock) {
   EXPECT_FALSE(CheckPemBlock(cert, "PRIVATE KEY", "c.pem", "--tls-key").ok());
   EXPECT_FALSE(CheckPemBlock("-----BEGIN CERTIFICATE-----\nMIIB\n", "CERTIFICATE", "c", "f").ok());
 
-  auto dir = std::filesystem::temp_directory_path() /
-             ("security_test_pem." + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  testing::TempDir temp("security_test_pem");
+  ASSERT_TRUE(temp.ok()) << "mkdtemp failed";
+  const std::filesystem::path& dir = temp.path();
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir / name) << text;
     return (dir / name).string();
@@ -155,7 +155,6 @@ TEST(SecurityTest, PemFilesMustHoldTheRightBlock) {
   auto c = MakeServerCredentials(o);
   EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(c.status().message().find("--tls-cert"), std::string::npos) << c.status().message();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
