@@ -27,12 +27,14 @@
 #include "testing/daemon_process.h"
 #include "testing/grpc_health.h"
 #include "testing/redis_process.h"
+#include "testing/stats.h"
 #include "testing/test_files.h"
 
 namespace transposed {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing::Percentile;
 constexpr int kNodes = 32;
 constexpr double kTimeout = 0.1;  // --shared-store-timeout (the default) of the failure test
 // The herd's: 32 daemons and 32 callers on the 2 cores of CI, beside other tests, may leave a
@@ -48,13 +50,6 @@ struct Reply {
   double tune_seconds = 0;  // the answer's
   double gbps = 0;
 };
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * v.size()));
-  return v[i];
-}
 
 class FleetHerdTest : public ::testing::Test {
  protected:

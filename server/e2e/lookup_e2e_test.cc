@@ -20,6 +20,7 @@
 #include "testing/daemon_process.h"
 #include "testing/grpc_health.h"
 #include "testing/requests.h"
+#include "testing/stats.h"
 #include "testing/test_files.h"
 #include "transposed/v1/transposed.grpc.pb.h"
 
@@ -28,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::GetConfigRequestFor;
+using testing::Percentile;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -35,12 +37,6 @@ constexpr double kMeasureDelay = 0.3;  // seconds per measurement in the worker
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
 // One GetConfig; its wall time in seconds, the answer in *a.
@@ -147,23 +143,23 @@ TEST_F(LookupE2ETest, LookupsDoNotWaitBehindATuneInTheWorker) {
                                       std::chrono::system_clock::now().time_since_epoch())
                                       .count();
 
-  const double idle_p50 = Percentile(idle_hits, 0.5);
-  const double busy_p50 = Percentile(busy_hits, 0.5);
+  const double idle_p50 = Percentile(idle_hits, 50);
+  const double busy_p50 = Percentile(busy_hits, 50);
   std::printf("hit p50 idle %.3f ms, during a tune %.3f ms (p90 %.3f, max %.3f ms); health p50 "
               "idle %.3f ms, during a tune %.3f ms (max %.3f ms); CACHE_ONLY miss p50 %.3f ms, "
               "ANSWER_NOW p50 %.3f ms during a tune\n",
-              idle_p50 * 1e3, busy_p50 * 1e3, Percentile(busy_hits, 0.9) * 1e3,
-              Percentile(busy_hits, 1) * 1e3, Percentile(idle_health, 0.5) * 1e3,
-              Percentile(busy_health, 0.5) * 1e3, Percentile(busy_health, 1) * 1e3,
-              Percentile(cache_only_misses, 0.5) * 1e3, Percentile(answers_now, 0.5) * 1e3);
+              idle_p50 * 1e3, busy_p50 * 1e3, Percentile(busy_hits, 90) * 1e3,
+              Percentile(busy_hits, 100) * 1e3, Percentile(idle_health, 50) * 1e3,
+              Percentile(busy_health, 50) * 1e3, Percentile(busy_health, 100) * 1e3,
+              Percentile(cache_only_misses, 50) * 1e3, Percentile(answers_now, 50) * 1e3);
   // Within 2x of idle; the 1 ms absorbs a loaded 2-core machine's scheduling noise (a lookup
   // that waits for the worker waits for the rest of the tune: seconds).
   EXPECT_LE(busy_p50, 2 * idle_p50 + 1e-3);
   // Nothing waited for a measurement: 90% within half of one, every call well within the tune.
   const double prompt = kMeasureDelay / 2;
   for (const auto* calls : {&busy_hits, &busy_health, &cache_only_misses, &answers_now}) {
-    EXPECT_LT(Percentile(*calls, 0.9), prompt);
-    EXPECT_LT(Percentile(*calls, 1), 1.0);
+    EXPECT_LT(Percentile(*calls, 90), prompt);
+    EXPECT_LT(Percentile(*calls, 100), 1.0);
   }
 
   // The tune was still running when the sampling ended (it is stamped when it ends).
