@@ -15,6 +15,7 @@
 #include "core/device_class.h"
 #include "store/store.h"
 #include "testing/problems.h"
+#include "testing/test_files.h"
 
 namespace transposed {
 namespace {
@@ -128,14 +129,9 @@ TEST(EntryValidation, RefusesNegativeCountsLongStringsAndTooManyCandidates) {
 class StoreBadRowsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "entry_validation_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(temp_.ok()) << "mkdtemp failed";
+    dir_ = temp_.path().string();
     path_ = dir_ + "/cache.db";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   // Runs SQL on a second connection, as an admin's sqlite3 shell (or an older version) would.
   void Raw(const std::string& sql) {
@@ -147,6 +143,7 @@ class StoreBadRowsTest : public ::testing::Test {
     sqlite3_free(err);
     sqlite3_close(db);
   }
+  testing::TempDir temp_{"entry_validation_test"};
   std::string dir_;
   std::string path_;
 };

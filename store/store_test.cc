@@ -2,6 +2,7 @@
 
 #include "core/device_class.h"
 #include "testing/problems.h"
+#include "testing/test_files.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -69,17 +70,12 @@ class RawDb {
   sqlite3* db_ = nullptr;
 };
 
-class StoreTest : public testing::Test {
+class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = testing::TempDir() + "store_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(temp_.ok()) << "mkdtemp failed";
+    dir_ = temp_.path().string();
     path_ = dir_ + "/cache.db";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
 
   std::unique_ptr<Store> OpenStore() {
@@ -88,6 +84,7 @@ class StoreTest : public testing::Test {
     return s.ok() ? std::move(s).value() : nullptr;
   }
 
+  testing::TempDir temp_{"store_test"};
   std::string dir_;
   std::string path_;
 };
