@@ -150,6 +150,8 @@ Json DeviceToJson(const v1::Device& device) {
     load["other_processes"] = l.other_processes();
     load["sampled_at_unix_ms"] = l.sampled_at_unix_ms();
     if (!l.tune_contention().empty()) load["tune_contention"] = l.tune_contention();
+    if (l.tune_ceiling_gbps() > 0) load["tune_ceiling_gbps"] = l.tune_ceiling_gbps();
+    if (l.idle_ceiling_gbps() > 0) load["idle_ceiling_gbps"] = l.idle_ceiling_gbps();
     load["background_waiting"] = l.background_waiting();
     load["background_abandoned"] = l.background_abandoned();
     if (!l.last_abandoned().empty()) load["last_abandoned"] = l.last_abandoned();
@@ -324,6 +326,9 @@ std::string DeviceToText(const v1::Device& d) {
                     l.other_processes());
     else if (!l.detail().empty())
       out += "  (" + l.detail() + ")";
+    if (l.tune_ceiling_gbps() > 0 && l.idle_ceiling_gbps() > 0)
+      out += Printf("  last_tune_ceiling=%.0f GB/s (idle %.0f)", l.tune_ceiling_gbps(),
+                    l.idle_ceiling_gbps());
     if (!l.tune_contention().empty()) out += "  last_tune_contention=\"" + l.tune_contention() + "\"";
     out += Printf("  background_waiting=%d  background_abandoned=%lld", l.background_waiting(),
                   static_cast<long long>(l.background_abandoned()));

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "core/idle_ceilings.h"
+
 namespace transposed {
 
 std::string_view LoadStateName(LoadState s) {
@@ -33,7 +35,8 @@ std::string DescribeLoad(const LoadSample& s) {
   return out;
 }
 
-std::string ContentionOf(const TuneResult& r, double max_rel_spread) {
+std::string ContentionOf(const TuneResult& r, double max_rel_spread, double idle_ceiling_gbps,
+                         double max_ceiling_drop) {
   std::string out;
   auto add = [&out](const std::string& what) { out += (out.empty() ? "" : "; ") + what; };
   char buf[96];
@@ -44,6 +47,15 @@ std::string ContentionOf(const TuneResult& r, double max_rel_spread) {
   if (r.ceiling.valid && r.ceiling.rel_spread() > max_rel_spread) {
     std::snprintf(buf, sizeof buf, "ceiling rel_spread %.2f", r.ceiling.rel_spread());
     add(buf);
+  }
+  if (r.ceiling.valid && max_ceiling_drop > 0) {
+    const double drop = CeilingDrop(r.ceiling_gbps(), idle_ceiling_gbps);
+    if (drop > max_ceiling_drop) {
+      std::snprintf(buf, sizeof buf,
+                    "ceiling %.1f GB/s, %.0f%% below the device's idle %.1f GB/s",
+                    r.ceiling_gbps(), drop * 100, idle_ceiling_gbps);
+      add(buf);
+    }
   }
   if (r.best_measurement.method.remeasured_after_slowdown > 0) {
     std::snprintf(buf, sizeof buf, "final pass %.1fx slower than the quick one",

@@ -5,7 +5,8 @@
 // on it other than the worker itself. That sample (LoadSample) crosses the worker protocol; the
 // daemon classifies it (ClassifyLoad: busy at or above a utilization threshold) and adds the
 // tunes' own evidence of contention (ContentionOf: a winner or ceiling whose samples spread wide,
-// a final pass that slowed down) into one signal per device (DeviceLoad), shown in ListDevices,
+// a final pass that slowed down, a copy ceiling far below the device's idle ceiling at that size,
+// core/idle_ceilings.h) into one signal per device (DeviceLoad), shown in ListDevices,
 // the metrics and the log. Without a source (no NVML, a CPU) the state is kUnknown, never an
 // error.
 // Plain value types and pure functions; thread-compatible.
@@ -41,6 +42,10 @@ struct DeviceLoad {
   // when that tune ended.
   std::string tune_contention;
   int64_t tune_contention_at_unix_ms = 0;
+  // The latest tune's copy ceiling and the device's idle ceiling at its size (IdleCeilings: the
+  // reference the ceiling's drop is judged against), GB/s; 0: not known.
+  double tune_ceiling_gbps = 0;
+  double idle_ceiling_gbps = 0;
   // Background tunes (nobody waits for them) now deferred or throttled on this device, and those
   // abandoned since start, with the latest one's problem and reason.
   int background_waiting = 0;
@@ -63,9 +68,12 @@ std::string DescribeLoad(const LoadSample& s);
 inline constexpr double kContentionRelSpread = 1.0;
 
 // The evidence of contention a tune's own result carries, empty when none: the winner's or the
-// ceiling's samples spread more than max_rel_spread ((max - min) / median), or the tuner
+// ceiling's samples spread more than max_rel_spread ((max - min) / median), the tuner
 // re-measured its winner after the final pass slowed down (MeasureMethod::
-// remeasured_after_slowdown).
-std::string ContentionOf(const TuneResult& r, double max_rel_spread = kContentionRelSpread);
+// remeasured_after_slowdown), or its copy ceiling fell more than max_ceiling_drop (a fraction,
+// 0 < x < 1; 0: not judged) below idle_ceiling_gbps, the device's idle ceiling at the problem's
+// size (IdleCeilings::ReferenceFor; 0: not known).
+std::string ContentionOf(const TuneResult& r, double max_rel_spread = kContentionRelSpread,
+                         double idle_ceiling_gbps = 0, double max_ceiling_drop = 0);
 
 }  // namespace transposed

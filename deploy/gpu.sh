@@ -16,7 +16,11 @@
 #                                   # Python and C++ callers against the daemon's stored
 #                                   # figures, torch, host cost, hit latency), polite tuning
 #                                   # (python/bench/polite_gpu.sh: a torch job's bandwidth with and
-#                                   # without the daemon's background tunes); logs in OUTDIR/*, plus
+#                                   # without the daemon's background tunes), the first answer
+#                                   # through a fresh daemon (python/bench/first_answer_gpu.sh:
+#                                   # ANSWER_NOW's answers on a seeded random set against the
+#                                   # winners of the tunes that follow, both timed side by side:
+#                                   # median/p10/worst); logs in OUTDIR/*, plus
 #                                   # OUTDIR/logs.tar.gz holding all of them, and the inputs of
 #                                   # docs/performance.md in OUTDIR/performance/<gpu>.json
 #                                   # (deploy/perf_report.py extract; copy them to
@@ -73,11 +77,14 @@ case "${1:-}" in
     bash python/bench/bench_user_path.sh "$BUNDLE" "$out/user_path" || status=1
     echo "==== polite tuning: a job streaming memory beside the daemon's background tunes"
     bash python/bench/polite_gpu.sh "$BUNDLE" "$out/polite" || status=1
+    echo "==== first answer: ANSWER_NOW on a fresh daemon against the tuned winner, side by side"
+    bash python/bench/first_answer_gpu.sh "$BUNDLE" "$out/first_answer" || status=1
     { echo "commit=$(cat "$BUNDLE/COMMIT" 2>/dev/null || echo not recorded)"
       echo "status=$([ $status -eq 0 ] && echo PASSED || echo FAILED)"
       date -u +"date=%Y-%m-%dT%H:%M:%SZ"
     } > "$out/run.txt"
-    tar -C "$out" -czf "$out/logs.tar.gz" run.txt kernels backend example python user_path polite
+    tar -C "$out" -czf "$out/logs.tar.gz" run.txt kernels backend example python user_path polite \
+      first_answer
     echo "==== docs/performance inputs: OUTDIR/performance/<gpu>.json (deploy/perf_report.py)"
     python3 deploy/perf_report.py extract "$out" --into "$out/performance" ||
       echo "perf_report: extraction failed (the run's status is unchanged)"
@@ -85,7 +92,7 @@ case "${1:-}" in
     exit $status
     ;;
   *)
-    sed -n 2,22p "$0"
+    sed -n 2,28p "$0"
     exit 2
     ;;
 esac

@@ -22,6 +22,10 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
+double WindowInterval(const PoliteOptions& o) {
+  return std::min(o.window_sample_interval_seconds, o.sample_interval_seconds);
+}
+
 Status CheckPoliteOptions(const PoliteOptions& o) {
   if (!(o.busy_utilization_percent > 0 && o.busy_utilization_percent <= 100))
     return Status::InvalidArgument("--busy-utilization: must be in (0, 100], got " +
@@ -41,6 +45,12 @@ Status CheckPoliteOptions(const PoliteOptions& o) {
   if (!(o.settle_seconds >= 0 && o.settle_seconds <= 60))
     return Status::InvalidArgument("--load-settle: must be in [0, 60] seconds, got " +
                                    std::to_string(o.settle_seconds));
+  if (!(o.window_sample_interval_seconds > 0 && o.window_sample_interval_seconds <= 60))
+    return Status::InvalidArgument("--window-sample-interval: must be in (0, 60] seconds, got " +
+                                   std::to_string(o.window_sample_interval_seconds));
+  if (!(o.ceiling_drop >= 0 && o.ceiling_drop < 1))
+    return Status::InvalidArgument("--contention-ceiling-drop: must be in [0, 1), got " +
+                                   std::to_string(o.ceiling_drop));
   if (!(o.evidence_seconds >= 0 && o.evidence_seconds <= 24 * 3600))
     return Status::InvalidArgument("--contention-evidence: must be in [0, 86400] seconds, got " +
                                    std::to_string(o.evidence_seconds));
@@ -51,6 +61,7 @@ LoadBoard::LoadBoard(size_t devices, PoliteOptions options) : options_(std::move
   MutexLock l(&mu_);
   loads_.resize(devices);
   own_work_.resize(devices);
+  idle_ceilings_.resize(devices);
 }
 
 void LoadBoard::MarkOwnWork(int d) {
@@ -67,20 +78,22 @@ LoadState LoadBoard::StateOf(const DeviceLoad& l, int64_t now_ms) const {
   return LoadState::kUnknown;
 }
 
-DeviceLoad LoadBoard::Sample(int d, Backend& backend) {
+DeviceLoad LoadBoard::Sample(int d, Backend& backend, bool settle) {
   LoadSample sample = backend.SampleLoad();  // no lock held: a request to the worker
-  if (ClassifyLoad(sample, options_.busy_utilization_percent) == LoadState::kBusy) {
+  // Busy right after the daemon's own work: maybe only that work, still in the driver's window.
+  // Taken again at the window interval until it reads idle or settle_seconds have passed (the
+  // driver's window may be far shorter than settle_seconds: the next tune need not wait it out).
+  while (settle && ClassifyLoad(sample, options_.busy_utilization_percent) == LoadState::kBusy) {
     std::chrono::steady_clock::time_point own;
     {
       MutexLock l(&mu_);
       own = own_work_[d];
     }
-    // Busy right after the daemon's own work: maybe only that work, still in the driver's window.
     const double since = SecondsSince(own);
-    if (own != std::chrono::steady_clock::time_point{} && since < options_.settle_seconds) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(options_.settle_seconds - since));
-      sample = backend.SampleLoad();
-    }
+    if (own == std::chrono::steady_clock::time_point{} || since >= options_.settle_seconds) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(
+        std::min(options_.settle_seconds - since, WindowInterval(options_))));
+    sample = backend.SampleLoad();
   }
   const int64_t now = NowUnixMs();
   MutexLock l(&mu_);
@@ -98,12 +111,25 @@ DeviceLoad LoadBoard::Sample(int d, Backend& backend) {
   return load;
 }
 
-void LoadBoard::RecordTune(int d, const std::string& contention) {
+void LoadBoard::RecordTune(int d, const std::string& contention, double ceiling_gbps,
+                           double idle_ceiling_gbps) {
   MutexLock l(&mu_);
   DeviceLoad& load = loads_[d];
+  load.tune_ceiling_gbps = ceiling_gbps;
+  load.idle_ceiling_gbps = idle_ceiling_gbps;
   load.tune_contention = contention;
   load.tune_contention_at_unix_ms = contention.empty() ? 0 : NowUnixMs();
   load.state = StateOf(load, NowUnixMs());
+}
+
+void LoadBoard::AddIdleCeiling(int d, int64_t bytes, double gbps) {
+  MutexLock l(&mu_);
+  idle_ceilings_[d].Add(bytes, gbps);
+}
+
+double LoadBoard::IdleCeilingFor(int d, int64_t bytes) const {
+  MutexLock l(&mu_);
+  return idle_ceilings_[d].ReferenceFor(bytes);
 }
 
 void LoadBoard::AddWaiting(int d, int delta) {
@@ -173,19 +199,23 @@ StatusOr<std::unique_ptr<Session>> PoliteBackend::Open(const Problem& p) {
   return std::unique_ptr<Session>(std::make_unique<PoliteSession>(this, std::move(s)));
 }
 
+void PoliteBackend::Resample(bool settle) {
+  const DeviceLoad load = board_->Sample(device_, *inner_, settle);
+  last_sample_ = std::chrono::steady_clock::now();
+  state_ = load.state;
+  last_load_ = DescribeLoad(load.sample);
+}
+
 void PoliteBackend::After(double call_s) {
   const PoliteOptions& o = board_->options();
   board_->MarkOwnWork(device_);
   if (waited_for_ && waited_for_()) return;  // a caller waits for it now: full speed
   if (!abandoned_.empty() || cancel_->load()) return;
-  if (SecondsSince(last_sample_) >= o.sample_interval_seconds ||
-      last_sample_ == std::chrono::steady_clock::time_point{}) {
-    const DeviceLoad load = board_->Sample(device_, *inner_);
-    last_sample_ = std::chrono::steady_clock::now();
-    state_ = load.state;
-    last_load_ = DescribeLoad(load.sample);
+  if (state_ != LoadState::kBusy) {
+    // Full speed: has a job come back? (Settling: its own call just ended.)
+    if (SecondsSince(last_sample_) >= o.sample_interval_seconds) Resample(/*settle=*/true);
+    if (state_ != LoadState::kBusy) return;
   }
-  if (state_ != LoadState::kBusy) return;
   throttled_ = true;
   if (SecondsSince(since_) >= o.max_wait_seconds) {
     char buf[160];
@@ -197,16 +227,22 @@ void PoliteBackend::After(double call_s) {
     return;
   }
   if (o.duty_cycle <= 0 || o.duty_cycle >= 1) return;
-  // Sleep so that the calls take at most duty_cycle of the time, in slices that notice a
-  // cancellation (shutdown) or a caller joining.
-  double left = call_s * (1 - o.duty_cycle) / o.duty_cycle;
+  // Sleep so that the calls take at most duty_cycle of the time (the samples' own time counts as
+  // sleep: they run no GPU work), in slices that notice a cancellation (shutdown), a caller
+  // joining, or an idle sample (the job went idle: full speed from now on).
+  const double want = call_s * (1 - o.duty_cycle) / o.duty_cycle;
+  const auto start = std::chrono::steady_clock::now();
   constexpr double kSlice = 0.05;
-  while (left > 0 && !cancel_->load() && !(waited_for_ && waited_for_())) {
-    const double s = std::min(left, kSlice);
-    std::this_thread::sleep_for(std::chrono::duration<double>(s));
-    slept_s_ += s;
-    left -= s;
+  while (!cancel_->load() && !(waited_for_ && waited_for_())) {
+    if (SecondsSince(last_sample_) >= WindowInterval(o)) {
+      Resample(/*settle=*/false);
+      if (state_ != LoadState::kBusy) break;
+    }
+    const double left = want - SecondsSince(start);
+    if (left <= 0) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left, kSlice)));
   }
+  slept_s_ += SecondsSince(start);
 }
 
 }  // namespace transposed

@@ -335,6 +335,9 @@ class TransposeService {
   // A background job on a busy device with duty_cycle 0: waits for an idle window. true: run it
   // now; false: it went back to the queue (an urgent job came) or was abandoned (job->abandoned).
   bool AwaitWindow(int device, const std::shared_ptr<Job>& job) EXCLUDES(mu_);
+  // At the start of a tune thread: the device's idle ceilings (LoadBoard::AddIdleCeiling) and
+  // its results measured under contention (NoteContended) as the store holds them.
+  void RecallFromStore(int device) EXCLUDES(mu_);
   // On an idle tune thread: queues the re-measurement of one result measured under contention.
   void QueueRemeasure(int device) EXCLUDES(mu_);
   // The shared store heard a busy node of class `cls` ask for an idle node to tune `problem`:

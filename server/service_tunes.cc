@@ -16,6 +16,40 @@
 
 namespace transposed {
 
+void TransposeService::RecallFromStore(int device) {
+  // The idle ceilings a tune's ceiling is judged against (the newest IdleCeilings::kMaxPoints
+  // results measured on this very device while it was idle; GPU backends only, polite.h).
+  if (devices_[device].backend != "cpu") {
+    StoreFilter idle;
+    idle.device_fingerprint = fingerprints_[device];
+    idle.contended = false;
+    auto entries = store_->List(idle, false, static_cast<int>(IdleCeilings::kMaxPoints));
+    if (!entries.ok()) {
+      spdlog::warn("device {}: reading its idle ceilings from the store failed: {}", device,
+                   entries.status().ToString());
+    } else {
+      for (const TuneResult& r : *entries)
+        if (r.ceiling.valid)
+          load_board_.AddIdleCeiling(device, r.problem.bytes(), r.ceiling_gbps());
+    }
+  }
+  // Results stored as measured under contention before a restart: measured again once idle.
+  if (!options_.polite.remeasure_contended) return;
+  StoreFilter contended;
+  contended.device_fingerprint = fingerprints_[device];
+  contended.contended = true;
+  auto entries = store_->List(contended, false, static_cast<int>(kMaxContended));
+  if (!entries.ok()) {
+    spdlog::warn("device {}: reading its results measured under contention failed: {}", device,
+                 entries.status().ToString());
+    return;
+  }
+  for (const TuneResult& r : *entries) NoteContended(device, r.problem, r.contention);
+  if (!entries->empty())
+    spdlog::info("device {}: {} stored result{} measured under contention, to measure again once "
+                 "the device is idle", device, entries->size(), entries->size() == 1 ? "" : "s");
+}
+
 std::shared_ptr<TransposeService::Job> TransposeService::PopLocked(int device) {
   auto& queue = queues_[device];
   if (queue.empty()) return nullptr;
@@ -31,6 +65,7 @@ void TransposeService::TuneLoop(int device) {
   const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(options_.polite.sample_interval_seconds));
   std::chrono::steady_clock::time_point last_sample{};  // never
+  RecallFromStore(device);
   while (true) {
     std::shared_ptr<Job> job;
     bool sample_due = false;
@@ -101,8 +136,8 @@ bool TransposeService::AwaitWindow(int device, const std::shared_ptr<Job>& job) 
       running_[device].reset();
       break;
     }
-    wake_[device]->WaitFor(&mu_, std::chrono::duration<double>(
-                                     options_.polite.sample_interval_seconds));
+    // Sampled at the window interval: the tune starts soon after the job goes idle.
+    wake_[device]->WaitFor(&mu_, std::chrono::duration<double>(WindowInterval(options_.polite)));
   }
   if (counted) load_board_.AddWaiting(device, -1);
   if (!job->abandoned.empty()) load_board_.RecordAbandoned(device, job->problem.Key(),
@@ -284,7 +319,14 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
       // say so. Such a result never replaces one measured on an idle device. Not on the CPU
       // backend: its host is shared by design, and its spreads say nothing of a job's GPU.
       const bool gpu = devices_[device].backend != "cpu";
-      const std::string evidence = gpu ? ContentionOf(*result) : "";
+      // Its copy ceiling against the device's idle ceiling at that size (polite.h).
+      const int64_t bytes = job->problem.bytes();
+      const double ceiling = result->ceiling.valid ? result->ceiling_gbps() : 0;
+      const double idle_ceiling = gpu ? load_board_.IdleCeilingFor(device, bytes) : 0;
+      const std::string evidence =
+          gpu ? ContentionOf(*result, kContentionRelSpread, idle_ceiling,
+                             options_.polite.ceiling_drop)
+              : "";
       std::string contention = evidence;
       if (busy_before) {
         const std::string why = load_before.sample.utilization_percent >= 0
@@ -299,7 +341,8 @@ void TransposeService::RunJob(int device, const std::shared_ptr<Job>& job) {
         contention += buf;
       }
       result->contention = contention;
-      load_board_.RecordTune(device, evidence);
+      load_board_.RecordTune(device, evidence, ceiling, idle_ceiling);
+      if (gpu && contention.empty()) load_board_.AddIdleCeiling(device, bytes, ceiling);
       const bool downgrade = !contention.empty() && has_previous && previous_contention.empty();
       // A read-only database (said once at start): the answer is served, not stored.
       const auto store_start = std::chrono::steady_clock::now();

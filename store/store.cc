@@ -61,7 +61,7 @@ struct Where {
 Where BuildWhere(const StoreFilter& f) {
   Where w;
   auto add = [&w](const char* clause, auto value) {
-    w.sql += w.binds.empty() ? " WHERE " : " AND ";
+    w.sql += w.sql.empty() ? " WHERE " : " AND ";
     w.sql += clause;
     w.binds.push_back([value](Stmt& st, int i) { return st.Bind(i, value); });
   };
@@ -73,6 +73,10 @@ Where BuildWhere(const StoreFilter& f) {
   if (!f.variant.empty()) add("e.variant = ?", f.variant);
   if (f.tuned_before_unix_ms > 0) add("e.tuned_at_unix_ms < ?", f.tuned_before_unix_ms);
   if (!f.library_version.empty()) add("d.library_version = ?", f.library_version);
+  if (f.contended) {
+    w.sql += w.sql.empty() ? " WHERE " : " AND ";
+    w.sql += *f.contended ? "e.contention != ''" : "e.contention = ''";
+  }
   return w;
 }
 
@@ -80,7 +84,7 @@ Where BuildWhere(const StoreFilter& f) {
 
 bool StoreFilter::empty() const {
   return device_fingerprint.empty() && device_class.empty() && !dtype && rows <= 0 && cols <= 0 && variant.empty() &&
-         tuned_before_unix_ms <= 0 && library_version.empty();
+         tuned_before_unix_ms <= 0 && library_version.empty() && !contended;
 }
 
 Store::Store(sqlite3* db)
@@ -335,7 +339,7 @@ StatusOr<std::vector<TuneResult>> Store::List(const StoreFilter& filter, bool in
                                               size_t max_bytes) {
   Where where = BuildWhere(filter);
   if (after != nullptr) {
-    where.sql += where.binds.empty() ? " WHERE " : " AND ";
+    where.sql += where.sql.empty() ? " WHERE " : " AND ";
     where.sql += "(e.tuned_at_unix_ms < ? OR (e.tuned_at_unix_ms = ? AND e.id < ?))";
     const EntryCursor c = *after;
     where.binds.push_back([c](Stmt& st, int i) { return st.Bind(i, c.tuned_at_unix_ms); });

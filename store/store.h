@@ -53,6 +53,9 @@ struct StoreFilter {
   std::string variant;
   int64_t tuned_before_unix_ms = 0;
   std::string library_version;
+  // true: only entries measured under contention (TuneResult::contention set); false: only
+  // those measured on an idle device.
+  std::optional<bool> contended;
 
   bool empty() const;
 };

@@ -427,6 +427,36 @@ TEST_F(StoreTest, MigratesAVersion3DatabaseToContention) {
   EXPECT_EQ((*old)->contention, "");
 }
 
+// The daemon's restart reads back the results it stored as measured under contention (to
+// measure them again) and those measured idle (their ceilings are its idle reference).
+TEST_F(StoreTest, FiltersByContention) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const DeviceInfo dev = MakeDevice("GPU-a");
+  TuneResult busy = MakeResult(dev, MakeProblem(256, 512), "v.busy", 2000);
+  busy.contention = "device busy: utilization 97%, 1 other process";
+  ASSERT_TRUE(store->SaveTune(busy).ok());
+  ASSERT_TRUE(store->SaveTune(MakeResult(dev, MakeProblem(512, 256), "v.idle", 1000)).ok());
+  StoreFilter f;
+  f.contended = true;
+  EXPECT_FALSE(f.empty());
+  auto got = store->List(f);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].best.name, "v.busy");
+  // With the other fields, and with a page cursor after it.
+  f.device_fingerprint = dev.Fingerprint();
+  f.contended = false;
+  std::vector<EntryCursor> cursors;
+  got = store->List(f, false, 0, nullptr, &cursors);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].best.name, "v.idle");
+  got = store->List(f, false, 0, &cursors[0]);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->empty());
+}
+
 TEST_F(StoreTest, MigratesAVersion2DatabaseToExactness) {
   const Problem p = MakeProblem(512, 256);
   {

@@ -88,6 +88,12 @@ class FakeBackend : public Backend {
     state_->released.notify_all();
   }
 
+  // The median every later ceiling measurement reports (a device that got slower: contention).
+  void set_ceiling_s(double s) {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->ceiling_s = s;
+  }
+
   // Makes every later Open fail with `s`.
   void set_open_status(Status s) {
     std::lock_guard<std::mutex> lock(state_->mu);

@@ -68,6 +68,13 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* flags) {
              "before it is abandoned");
   AddInRange(app, "--load-sample-interval", &flags->polite.sample_interval_seconds, 0.05, 3600.0,
              "seconds between samples of a device's load while it idles, waits or throttles");
+  AddInRange(app, "--window-sample-interval", &flags->polite.window_sample_interval_seconds,
+             0.01, 60.0,
+             "seconds between samples of a device's load while a background tune waits for an "
+             "idle window or throttles (at most --load-sample-interval)");
+  AddInRange(app, "--contention-ceiling-drop", &flags->polite.ceiling_drop, 0.0, 0.99,
+             "a tune whose copy ceiling falls more than this share below the device's idle "
+             "ceiling at its size was measured under contention (0: not judged)");
   AddInRange(app, "--fleet-defer", &flags->polite.fleet_defer_seconds, 0.0, 3600.0,
              "with --shared-store: seconds a miss on a busy device waits for an idle node of "
              "its class to tune it before tuning here (0: never asks)");

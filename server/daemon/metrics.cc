@@ -163,6 +163,11 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
                                      "Background tunes deferred or throttled now because the "
                                      "device is busy",
                                      prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily ceiling{"transposed_device_tune_ceiling_ratio",
+                                     "The latest tune's copy ceiling over the device's idle "
+                                     "ceiling at its size (absent when not known); below 1 - "
+                                     "--contention-ceiling-drop it was measured under contention",
+                                     prometheus::MetricType::Gauge, {}};
     prometheus::MetricFamily abandoned{"transposed_background_tunes_abandoned_total",
                                        "Background tunes abandoned because no idle window came "
                                        "within --background-max-wait",
@@ -188,6 +193,12 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
         m.gauge.value = l.sample.other_processes;
         others.metric.push_back(std::move(m));
       }
+      if (l.tune_ceiling_gbps > 0 && l.idle_ceiling_gbps > 0) {
+        prometheus::ClientMetric m;
+        m.label = Labels(d);
+        m.gauge.value = l.tune_ceiling_gbps / l.idle_ceiling_gbps;
+        ceiling.metric.push_back(std::move(m));
+      }
       prometheus::ClientMetric w;
       w.label = Labels(d);
       w.gauge.value = l.background_waiting;
@@ -197,7 +208,8 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
       a.counter.value = static_cast<double>(l.background_abandoned);
       abandoned.metric.push_back(std::move(a));
     }
-    for (auto* f : {&state, &util, &others, &waiting, &abandoned}) out->push_back(std::move(*f));
+    for (auto* f : {&state, &util, &others, &ceiling, &waiting, &abandoned})
+      out->push_back(std::move(*f));
   }
 
   // The dcgm-exporter labels of device d (none beyond `device` for an index not known).

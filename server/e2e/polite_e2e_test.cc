@@ -9,10 +9,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,7 +75,10 @@ class PoliteE2ETest : public ::testing::Test {
     o.backend = "cuda";
     o.tune_budget_seconds = 60;
     o.temp_root = dir_.string();
-    o.extra_args = {"--worker", worker.string(), "--load-sample-interval", "0.1"};
+    o.extra_args = {"--worker", worker.string()};
+    // Fast samples unless the test says otherwise.
+    if (std::find(args.begin(), args.end(), "--load-sample-interval") == args.end())
+      o.extra_args.insert(o.extra_args.end(), {"--load-sample-interval", "0.1"});
     o.extra_args.insert(o.extra_args.end(), args.begin(), args.end());
     auto d = std::make_unique<testing::DaemonProcess>(o);
     const Status started = d->Start();
@@ -140,6 +145,38 @@ TEST_F(PoliteE2ETest, BusySignalInListDevices) {
   EXPECT_NE(Load().detail().find("no load in"), std::string::npos) << Load().DebugString();
   EXPECT_NE(Log().find("device 0 load busy (utilization 95%, 1 other process)"),
             std::string::npos);
+}
+
+// The tune's own evidence joins the signal: on the busy device the fake's measurements take 3x
+// as long (a job shares it), and the copy ceiling's drop against the idle ceiling of that size
+// marks the result and shows in ListDevices and the metrics.
+TEST_F(PoliteE2ETest, TheCeilingsDropIsInListDevicesAndTheMetrics) {
+  Start(0, {"--metrics-listen", "127.0.0.1:0", "--remeasure-contended", "false"},
+        "--busy-slowdown 3");
+  v1::Answer idle, busy;
+  ASSERT_TRUE(Get(GetConfigRequestFor(64, 96, v1::TUNE_IF_MISSING), &idle).ok());
+  EXPECT_EQ(idle.contention(), "");
+  SetLoad(95, 1);
+  ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
+  ASSERT_TRUE(Get(GetConfigRequestFor(96, 64, v1::TUNE_IF_MISSING), &busy).ok());  // the same bytes
+  EXPECT_NE(busy.contention().find("67% below the device's idle"), std::string::npos)
+      << busy.contention();
+  const v1::DeviceLoad l = Load();
+  EXPECT_NE(l.tune_contention().find("67% below the device's idle"), std::string::npos)
+      << l.DebugString();
+  EXPECT_NEAR(l.tune_ceiling_gbps(), busy.ceiling_gbps(), 1e-6 * busy.ceiling_gbps());
+  EXPECT_NEAR(l.idle_ceiling_gbps(), idle.ceiling_gbps(), 1e-6 * idle.ceiling_gbps());
+
+  std::smatch m;
+  const std::string log = Log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(metrics on \S+ \(port (\d+)\))"))) << log;
+  std::string error;
+  const std::string text = testing::HttpGet(std::stoi(m[1]), "/metrics", &error);
+  ASSERT_FALSE(text.empty()) << error;
+  double ratio = -1;
+  for (const auto& [series, value] : testing::ParseMetrics(text))
+    if (series.rfind("transposed_device_tune_ceiling_ratio{", 0) == 0) ratio = value;
+  EXPECT_NEAR(ratio, 1.0 / 3, 1e-3) << text;
 }
 
 TEST_F(PoliteE2ETest, BackgroundTuneWaitsForAnIdleWindow) {
@@ -254,6 +291,55 @@ TEST_F(PoliteE2ETest, AResultMeasuredIdleIsNeverReplacedByOneUnderContention) {
   EXPECT_EQ(stored.tuned_at_unix_ms(), first.tuned_at_unix_ms());
   EXPECT_NE(Log().find("the stored result, measured on an idle device, is kept"),
             std::string::npos);
+}
+
+// The mark is in the database: a daemon restarted on it measures the result again once the
+// device is idle (it used to remember the marks in memory only).
+TEST_F(PoliteE2ETest, AResultMeasuredUnderContentionIsMeasuredAgainAfterARestart) {
+  Start(0, {});
+  SetLoad(95, 1);
+  ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
+  v1::Answer a;
+  ASSERT_TRUE(Get(GetConfigRequestFor(64, 96, v1::TUNE_IF_MISSING), &a).ok());
+  EXPECT_NE(a.contention(), "");
+  const Status stopped = daemon_->Stop();  // still busy: not measured again before the restart
+  ASSERT_TRUE(stopped.ok()) << stopped.ToString();
+
+  SetLoad(0, 1);
+  const Status started = daemon_->Start();  // same directory, same database
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  stub_ = Stub(*daemon_);
+  ASSERT_TRUE(WaitFor(20, [&] { return Cached(64, 96, &a).ok() && a.contention().empty(); }))
+      << a.contention() << "\n" << Log();
+  EXPECT_NE(Log().find("device 0: 1 stored result measured under contention"), std::string::npos);
+  EXPECT_NE(Log().find("re-measure queued device=0 problem=64x96"), std::string::npos);
+}
+
+// Once the job goes idle, the deferred tunes start one after the other as soon as the driver's
+// window stops counting the daemon's own last tune, not at the idle sampling interval (2 s) or
+// after the whole --load-settle each: the device is sampled at --window-sample-interval while
+// tunes wait. Here the fake's own utilization lasts 0.5 s; with a settle of 2 s, waiting it out
+// took 5 x 2 s for the six shapes.
+TEST_F(PoliteE2ETest, DeferredTunesAreStoredPromptlyOnceTheJobGoesIdle) {
+  Start(0.005, {"--background-duty-cycle", "0", "--load-sample-interval", "2", "--load-settle",
+                "2"}, "--own-utilization 0.5");
+  SetLoad(95, 1);
+  ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
+  const int64_t shapes[][2] = {{64, 96}, {96, 64}, {80, 48}, {48, 80}, {32, 72}, {72, 32}};
+  v1::Answer a;
+  for (const auto& s : shapes) ASSERT_TRUE(Get(GetConfigRequestFor(s[0], s[1], v1::ANSWER_NOW), &a).ok());
+  ASSERT_TRUE(WaitFor(10, [&] { return Load().background_waiting() == 1; }));
+
+  SetLoad(3, 1);  // the job went idle
+  const auto idle = Clock::now();
+  for (const auto& s : shapes) {
+    ASSERT_TRUE(WaitFor(30, [&] { return Cached(s[0], s[1], &a).ok(); })) << s[0] << "x" << s[1];
+    EXPECT_EQ(a.contention(), "") << s[0] << "x" << s[1];
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - idle).count();
+  // About 6 x (0.5 s + a tune); waiting out the settle took over 10 s.
+  EXPECT_LT(seconds, 8) << Log();
+  EXPECT_EQ(Load().background_abandoned(), 0);
 }
 
 // The driver's utilization counts the daemon's own kernels for a while after a tune (an H200

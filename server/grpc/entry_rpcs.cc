@@ -26,6 +26,8 @@ v1::DeviceLoad DeviceLoadToProto(const DeviceLoad& l) {
   out.set_other_processes(l.sample.other_processes);
   out.set_sampled_at_unix_ms(l.sampled_at_unix_ms);
   out.set_tune_contention(l.tune_contention);
+  out.set_tune_ceiling_gbps(l.tune_ceiling_gbps);
+  out.set_idle_ceiling_gbps(l.idle_ceiling_gbps);
   out.set_background_waiting(l.background_waiting);
   out.set_background_abandoned(l.background_abandoned);
   out.set_last_abandoned(l.last_abandoned);

@@ -63,8 +63,16 @@ double FakeEngine::SecondsFor(const std::string& name, const Problem& p) {
          static_cast<double>(1 + p.bytes() / 4096);
 }
 
+double FakeEngine::Slowdown() const {
+  if (o_.busy_slowdown == 1 || o_.load_file.empty()) return 1;
+  std::ifstream in(o_.load_file);
+  int utilization = -1;
+  int others = -1;
+  return in >> utilization >> others && utilization >= 50 && others > 0 ? o_.busy_slowdown : 1;
+}
+
 Measurement FakeEngine::Measured(const std::string& name) const {
-  const double t = SecondsFor(name, problem_);
+  const double t = SecondsFor(name, problem_) * Slowdown();
   MeasureMethod method;
   method.timer = "fake";
   method.op = name == "copy" ? "copy" : "transpose";

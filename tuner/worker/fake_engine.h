@@ -41,6 +41,9 @@ struct FakeEngineOptions {
   // As the driver does, the utilization counts the fake's own measurements: for this long after
   // its last Measure or MeasureCeiling, Load reports 100%.
   double own_utilization_s = 0;
+  // While the scripted load reads busy (utilization >= 50% and another process), every
+  // measurement reports this many times as long (a job sharing the device; 1: no effect).
+  double busy_slowdown = 1;
 };
 
 class FakeEngine : public Engine {
@@ -62,6 +65,8 @@ class FakeEngine : public Engine {
   // Fails the way `name` is set up to fail (fault, crash, no open problem).
   Status Run(const std::string& name);
   Measurement Measured(const std::string& name) const;
+  // busy_slowdown while the scripted load reads busy, else 1.
+  double Slowdown() const;
   void Delay() const;  // sleeps measure_delay_s
 
  public:
