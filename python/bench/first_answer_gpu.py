@@ -27,12 +27,12 @@ COMMON = [(4096, 4096, "f32", 1), (8192, 2048, "f16", 1), (2048, 8192, "bf16", 1
           (3072, 3072, "u8", 1)]
 DTYPES = ["f32", "f16", "bf16", "u8", "i16", "f64"]
 ELEMENT = {"f32": 4, "f16": 2, "bf16": 2, "u8": 1, "i16": 2, "f64": 8}
-MAX_BYTES = 96 << 20
+MAX_BYTES = int(os.environ.get("FIRST_ANSWER_MAX_MIB", "64")) << 20
 
 
 def draw(rng):
     """One random problem: log-uniform sides, a quarter of them skinny (a side of 2-256), some
-    batched; at most MAX_BYTES."""
+    batched; at most MAX_BYTES (FIRST_ANSWER_MAX_MIB, 64)."""
     while True:
         dtype = rng.choice(DTYPES)
         sides = [int(2 ** rng.uniform(6, 13.5)) for _ in range(2)]
@@ -45,7 +45,7 @@ def draw(rng):
 
 def main():
     seed = int(os.environ.get("FIRST_ANSWER_SEED", "26"))
-    n = int(os.environ.get("FIRST_ANSWER_N", "10"))
+    n = int(os.environ.get("FIRST_ANSWER_N", "8"))
     budget = float(os.environ.get("FIRST_ANSWER_TUNE_BUDGET", "60"))
     rng = random.Random(seed)
     new = []
