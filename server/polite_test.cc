@@ -12,6 +12,7 @@
 
 #include "server/service.h"
 #include "store/store.h"
+#include "testing/problems.h"
 #include "tuner/fake_backend.h"
 
 namespace transposed {
@@ -19,13 +20,7 @@ namespace {
 
 constexpr double kCeilingS = 5e-4;
 
-Problem P(int64_t rows, int64_t cols) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.dtype = DType::kF32;
-  return p;
-}
+Problem P(int64_t rows, int64_t cols) { return MakeTestProblem(rows, cols, DType::kF32); }
 
 class PoliteTest : public ::testing::Test {
  protected:

@@ -15,6 +15,7 @@
 #include "core/mutex.h"
 #include "server/service.h"
 #include "store/store.h"
+#include "testing/problems.h"
 #include "tuner/fake_backend.h"
 
 namespace transposed {
@@ -72,13 +73,7 @@ class ScriptedFlight : public SharedFlight {
   bool stopped GUARDED_BY(mu) = false;
 };
 
-Problem P(int64_t rows, int64_t cols) {
-  Problem p;
-  p.rows = rows;
-  p.cols = cols;
-  p.dtype = DType::kF32;
-  return p;
-}
+Problem P(int64_t rows, int64_t cols) { return MakeTestProblem(rows, cols, DType::kF32); }
 
 class ServiceSharedTest : public ::testing::Test {
  protected:
