@@ -35,16 +35,24 @@ std::string DescribeLoad(const LoadSample& s) {
   return out;
 }
 
+namespace {
+
+bool SpreadCounts(const Measurement& m, double max_rel_spread) {
+  return m.valid && m.median_s >= kContentionMinSampleSeconds && m.rel_spread() > max_rel_spread;
+}
+
+}  // namespace
+
 std::string ContentionOf(const TuneResult& r, double max_rel_spread, double idle_ceiling_gbps,
                          double max_ceiling_drop) {
   std::string out;
   auto add = [&out](const std::string& what) { out += (out.empty() ? "" : "; ") + what; };
   char buf[96];
-  if (r.best_measurement.valid && r.best_measurement.rel_spread() > max_rel_spread) {
+  if (SpreadCounts(r.best_measurement, max_rel_spread)) {
     std::snprintf(buf, sizeof buf, "winner rel_spread %.2f", r.best_measurement.rel_spread());
     add(buf);
   }
-  if (r.ceiling.valid && r.ceiling.rel_spread() > max_rel_spread) {
+  if (SpreadCounts(r.ceiling, max_rel_spread)) {
     std::snprintf(buf, sizeof buf, "ceiling rel_spread %.2f", r.ceiling.rel_spread());
     add(buf);
   }

@@ -67,8 +67,15 @@ std::string DescribeLoad(const LoadSample& s);
 // job (0.19-0.41); only a spread beyond the median itself is taken as contention.
 inline constexpr double kContentionRelSpread = 1.0;
 
+// Samples shorter than this are bound by the launch, not by memory: their spread is host and launch
+// jitter, not another process (deploy/gpu.sh run, 2026-11-27, H100 and H200: 256x256 and
+// 1000x1000 f32, 4-8 us samples, spread 1.2-61 with nothing else on the device; each such mark
+// queued two re-measures that ran beside the user-path benchmark). Their spread is not evidence.
+inline constexpr double kContentionMinSampleSeconds = 50e-6;
+
 // The evidence of contention a tune's own result carries, empty when none: the winner's or the
-// ceiling's samples spread more than max_rel_spread ((max - min) / median), the tuner
+// ceiling's samples (of at least kContentionMinSampleSeconds) spread more than max_rel_spread
+// ((max - min) / median), the tuner
 // re-measured its winner after the final pass slowed down (MeasureMethod::
 // remeasured_after_slowdown), or its copy ceiling fell more than max_ceiling_drop (a fraction,
 // 0 < x < 1; 0: not judged) below idle_ceiling_gbps, the device's idle ceiling at the problem's

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -37,6 +38,7 @@ using Clock = std::chrono::steady_clock;
 using testing::Percentile;
 constexpr int kNodes = 32;
 constexpr double kTimeout = 0.1;  // --shared-store-timeout (the default) of the failure test
+constexpr double kRetryEverySeconds = 1.0;  // kRetryEvery of server/fleet/fleet_flight_thread.cc
 // The herd's: 32 daemons and 32 callers on the 2 cores of CI, beside other tests, may leave a
 // daemon's shared-store thread unscheduled for longer than 0.1 s, which would (rightly) send that
 // miss to a local tune and make a second tune; the herd is about single flight, not the timeout.
@@ -331,9 +333,11 @@ TEST(FleetFailureTest, RedisDownOrHungAddsAtMostTheTimeout) {
     const char* name;
     testing::DaemonProcess* d;
     std::vector<double> overhead;
+    Clock::time_point first{}, last{};  // when its first and its last call started
   };
-  std::vector<Node> nodes = {{"local-only", local.get(), {}}, {"redis-down", down.get(), {}},
-                             {"redis-hung", hanging.get(), {}}};
+  std::vector<Node> nodes = {{"local-only", local.get(), {}, {}, {}},
+                             {"redis-down", down.get(), {}, {}, {}},
+                             {"redis-hung", hanging.get(), {}, {}, {}}};
   for (int k = 0; k < 5; ++k) {
     Problem p;
     p.rows = 96 + 32 * k;
@@ -343,6 +347,8 @@ TEST(FleetFailureTest, RedisDownOrHungAddsAtMostTheTimeout) {
       auto client = Client::Connect(n.d->address(), {});
       ASSERT_TRUE(client.ok());
       const auto t0 = Clock::now();
+      if (k == 0) n.first = t0;
+      n.last = t0;
       auto answer = (*client)->GetConfig(p);
       const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       ASSERT_TRUE(answer.ok()) << n.name << ": " << answer.status().ToString();
@@ -375,12 +381,22 @@ TEST(FleetFailureTest, RedisDownOrHungAddsAtMostTheTimeout) {
   for (auto& n : nodes) {
     std::printf("%s: answer minus tune time p50=%.3f max=%.3f s\n", n.name,
                 Percentile(n.overhead, 50), Percentile(n.overhead, 100));
-    // No answer more than the timeout slower; the usual one not slower at all. Slack for a
-    // loaded 2-core machine running other tests: 50 ms on the max, and on the median half the
-    // timeout (a median that paid the timeout on most calls, +100 ms, still fails; 20 ms failed
-    // 3 of ~10 runs under load with p50 37 ms against 30).
+    // No answer more than the timeout slower (slack for a loaded 2-core machine: 50 ms), and
+    // the timeout paid only by the calls that meet a reconnect attempt: the daemon retries a down
+    // store every kRetryEvery (1 s, server/fleet/fleet_flight_thread.cc), the attempt on a hung
+    // one costs the timeout, and the miss that arrives meanwhile waits for it. So at most one
+    // call per started second of the node's calls pays it (a daemon that asked the hung store on
+    // every call fails whenever its calls come faster than one a second; under load, with a tune
+    // of 0.3 s or more between them, they may not, and the median alone was no promise).
     EXPECT_LE(Percentile(n.overhead, 100), base_max + kTimeout + 0.05) << n.name;
-    EXPECT_LE(Percentile(n.overhead, 50), base_p50 + kTimeout / 2) << n.name;
+    const double span = std::chrono::duration<double>(n.last - n.first).count();
+    const int may_pay = 1 + static_cast<int>(std::ceil(span / kRetryEverySeconds));
+    const int paid = static_cast<int>(
+        std::count_if(n.overhead.begin(), n.overhead.end(),
+                      [&](double o) { return o > base_p50 + kTimeout / 2; }));
+    std::printf("%s: %d of %zu calls paid about the timeout over %.2f s (at most %d)\n", n.name,
+                paid, n.overhead.size(), span, may_pay);
+    EXPECT_LE(paid, may_pay) << n.name;
   }
   for (auto* d : {local.get(), down.get(), hanging.get()}) {
     EXPECT_TRUE(d->Stop().ok());
