@@ -1,9 +1,5 @@
 #include "store/store.h"
 
-#include "core/device_class.h"
-#include "testing/problems.h"
-#include "testing/test_files.h"
-
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -15,13 +11,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <functional>
-#include <future>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "core/device_class.h"
+#include "testing/problems.h"
+#include "testing/test_files.h"
 
 namespace transposed {
 namespace {
@@ -83,6 +83,10 @@ class StoreTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(s).value() : nullptr;
   }
+
+  // A database as an older build left it: one entry of p ("v.old" on "GPU-old") saved by this
+  // build, then `downgrade` (SQL) run on it to undo the later schema versions.
+  void SaveOneEntryThenDowngrade(const Problem& p, const std::string& downgrade);
 
   testing::TempDir temp_{"store_test"};
   std::string dir_;
@@ -155,6 +159,16 @@ TuneResult MakeResult(const DeviceInfo& device, const Problem& problem, const st
 // One dense f32 matrix unless a dtype is given (testing/problems.h builds it).
 Problem MakeProblem(int64_t rows, int64_t cols, DType dtype = DType::kF32) {
   return MakeTestProblem(rows, cols, dtype);
+}
+
+void StoreTest::SaveOneEntryThenDowngrade(const Problem& p, const std::string& downgrade) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-old"), p, "v.old", 1000)).ok());
+  }
+  RawDb raw(path_);
+  raw.Exec(downgrade);
 }
 
 void ExpectSameMeasurement(const Measurement& a, const Measurement& b, const std::string& what) {
@@ -370,18 +384,11 @@ TEST_F(StoreTest, MergeKeepsTheFasterWinnerOfTheClass) {
 
 TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
   const Problem p = MakeProblem(512, 256);
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-old"), p, "v.old", 1000)).ok());
-  }
-  {
-    // Back to schema version 1, as an older build left it.
-    RawDb raw(path_);
-    raw.Exec("DROP INDEX devices_device_class; ALTER TABLE devices DROP COLUMN device_class; "
-             "ALTER TABLE entries DROP COLUMN origin; ALTER TABLE entries DROP COLUMN exactness; "
-             "ALTER TABLE entries DROP COLUMN contention; PRAGMA user_version = 1;");
-  }
+  SaveOneEntryThenDowngrade(
+      p,
+      "DROP INDEX devices_device_class; ALTER TABLE devices DROP COLUMN device_class; "
+      "ALTER TABLE entries DROP COLUMN origin; ALTER TABLE entries DROP COLUMN exactness; "
+      "ALTER TABLE entries DROP COLUMN contention; PRAGMA user_version = 1;");
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   {
@@ -398,16 +405,8 @@ TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
 
 TEST_F(StoreTest, MigratesAVersion3DatabaseToContention) {
   const Problem p = MakeProblem(512, 256);
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-old"), p, "v.old", 1000)).ok());
-  }
-  {
-    // Back to schema version 3, as the previous build left it.
-    RawDb raw(path_);
-    raw.Exec("ALTER TABLE entries DROP COLUMN contention; PRAGMA user_version = 3;");
-  }
+  SaveOneEntryThenDowngrade(p,
+                            "ALTER TABLE entries DROP COLUMN contention; PRAGMA user_version = 3;");
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   {
@@ -459,17 +458,10 @@ TEST_F(StoreTest, FiltersByContention) {
 
 TEST_F(StoreTest, MigratesAVersion2DatabaseToExactness) {
   const Problem p = MakeProblem(512, 256);
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-old"), p, "v.old", 1000)).ok());
-  }
-  {
-    // Back to schema version 2, as the previous build left it.
-    RawDb raw(path_);
-    raw.Exec("ALTER TABLE entries DROP COLUMN exactness; ALTER TABLE entries DROP COLUMN "
-             "contention; PRAGMA user_version = 2;");
-  }
+  SaveOneEntryThenDowngrade(
+      p,
+      "ALTER TABLE entries DROP COLUMN exactness; ALTER TABLE entries DROP COLUMN "
+      "contention; PRAGMA user_version = 2;");
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   {
@@ -1029,9 +1021,10 @@ TEST_F(StoreTest, ForeignWriteLockMakesWritesUnavailableAndLookupsStayFast) {
   auto store = OpenStore();
   ASSERT_TRUE(store->SaveTune(MakeResult(dev, MakeProblem(64, 64), "tile64x64", 1000)).ok());
   RawDb outside(path_);
-  outside.Exec("BEGIN IMMEDIATE; INSERT INTO devices (fingerprint, backend, uuid, name, "
-               "memory_bytes, library_version, first_seen_unix_ms, last_seen_unix_ms) VALUES "
-               "('x', 'cpu', 'u', 'n', 1, 'v', 0, 0);");
+  outside.Exec(
+      "BEGIN IMMEDIATE; INSERT INTO devices (fingerprint, backend, uuid, name, "
+      "memory_bytes, library_version, first_seen_unix_ms, last_seen_unix_ms) VALUES "
+      "('x', 'cpu', 'u', 'n', 1, 'v', 0, 0);");
   auto writer = std::async(std::launch::async, [&] {
     return store->SaveTune(MakeResult(dev, MakeProblem(32, 32), "w", 2000));
   });

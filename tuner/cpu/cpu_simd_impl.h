@@ -16,6 +16,7 @@
 #endif
 
 #include "tuner/cpu/cpu_simd.h"
+#include "tuner/cpu/elem_size.h"
 
 #ifndef TR_SIMD_VECTOR_BYTES
 #error "define TR_SIMD_VECTOR_BYTES before including cpu_simd_impl.h"
@@ -407,49 +408,18 @@ void WalkT(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& ne
 }
 
 void Walk(const Mat& m, const Box& b, bool nt, const Mat* next_m, const Box& next) {
-  switch (m.elem) {
-    case 1:
-      return WalkT<1>(m, b, nt, next_m, next);
-    case 2:
-      return WalkT<2>(m, b, nt, next_m, next);
-    case 4:
-      return WalkT<4>(m, b, nt, next_m, next);
-    case 8:
-      return WalkT<8>(m, b, nt, next_m, next);
-    case 16:
-      return WalkT<16>(m, b, nt, next_m, next);
-  }
+  cpu::WithElemSize(
+      m.elem, [&](auto e) { WalkT<decltype(e)::value>(m, b, nt, next_m, next); }, [] {});
 }
 
 void Rect(const Mat& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool nt) {
-  switch (m.elem) {
-    case 1:
-      return RectT<1>(m, i0, i1, j0, j1, nt);
-    case 2:
-      return RectT<2>(m, i0, i1, j0, j1, nt);
-    case 4:
-      return RectT<4>(m, i0, i1, j0, j1, nt);
-    case 8:
-      return RectT<8>(m, i0, i1, j0, j1, nt);
-    case 16:
-      return RectT<16>(m, i0, i1, j0, j1, nt);
-  }
+  cpu::WithElemSize(
+      m.elem, [&](auto e) { RectT<decltype(e)::value>(m, i0, i1, j0, j1, nt); }, [] {});
 }
 
 int BlockEdgeOf(int elem) {
-  switch (elem) {
-    case 1:
-      return kBlock<1>;
-    case 2:
-      return kBlock<2>;
-    case 4:
-      return kBlock<4>;
-    case 8:
-      return kBlock<8>;
-    case 16:
-      return kBlock<16>;
-  }
-  return 1;
+  return cpu::WithElemSize(
+      elem, [](auto e) { return kBlock<decltype(e)::value>; }, [] { return 1; });
 }
 
 }  // namespace

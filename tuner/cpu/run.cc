@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tuner/cpu/cpu_simd.h"
+#include "tuner/cpu/elem_size.h"
 
 namespace transposed {
 
@@ -37,25 +38,18 @@ inline void Move(Byte* dst, const Byte* src) {
   std::memcpy(dst, src, E);
 }
 
-template <int E>
-void NaiveRows(const Layout& L, const Byte* in, Byte* out) {
+// Element by element: along input rows (kNaive), or along output rows (kNaiveColWrite).
+template <int E, bool kColumnWalk>
+void Naive(const Layout& L, const Byte* in, Byte* out) {
+  const int64_t outer = kColumnWalk ? L.cols : L.rows, inner = kColumnWalk ? L.rows : L.cols;
   for (int64_t b = 0; b < L.batch; ++b) {
     const Byte* ib = in + b * L.in_mat * E;
     Byte* ob = out + b * L.out_mat * E;
-    for (int64_t i = 0; i < L.rows; ++i)
-      for (int64_t j = 0; j < L.cols; ++j)
+    for (int64_t x = 0; x < outer; ++x)
+      for (int64_t y = 0; y < inner; ++y) {
+        const int64_t i = kColumnWalk ? y : x, j = kColumnWalk ? x : y;
         Move<E>(ob + (j * L.ldo + i) * E, ib + (i * L.ldi + j) * E);
-  }
-}
-
-template <int E>
-void NaiveCols(const Layout& L, const Byte* in, Byte* out) {
-  for (int64_t b = 0; b < L.batch; ++b) {
-    const Byte* ib = in + b * L.in_mat * E;
-    Byte* ob = out + b * L.out_mat * E;
-    for (int64_t j = 0; j < L.cols; ++j)
-      for (int64_t i = 0; i < L.rows; ++i)
-        Move<E>(ob + (j * L.ldo + i) * E, ib + (i * L.ldi + j) * E);
+      }
   }
 }
 
@@ -189,23 +183,23 @@ Status RunTyped(const CpuConfig& c, const Layout& L, const Byte* in, Byte* out, 
   using Kind = CpuConfig::Kind;
   switch (c.kind) {
     case Kind::kNaive:
-      NaiveRows<E>(L, in, out);
+      Naive<E, false>(L, in, out);
       return Status::OK();
     case Kind::kNaiveColWrite:
-      NaiveCols<E>(L, in, out);
+      Naive<E, true>(L, in, out);
       return Status::OK();
     case Kind::kTestSkipLast: {
       // Wrong on purpose: restores the old value of the very last element after a transpose.
       Byte* last = out + ((L.batch - 1) * L.out_mat + (L.cols - 1) * L.ldo + (L.rows - 1)) * E;
       Byte saved[E];
       std::memcpy(saved, last, E);
-      NaiveRows<E>(L, in, out);
+      Naive<E, false>(L, in, out);
       std::memcpy(last, saved, E);
       return Status::OK();
     }
     case Kind::kTestGapWrite: {
       // Wrong on purpose: a correct transpose that also flips the first gap element.
-      NaiveRows<E>(L, in, out);
+      Naive<E, false>(L, in, out);
       if (L.ldo > L.rows)
         for (int k = 0; k < E; ++k) out[L.rows * E + k] = static_cast<Byte>(~out[L.rows * E + k]);
       return Status::OK();
@@ -236,18 +230,8 @@ namespace cpu_internal {
 
 void ReferenceTranspose(const Problem& p, const unsigned char* in, unsigned char* out) {
   const Layout L(p);
-  switch (p.elem_size()) {
-    case 1:
-      return ReferenceTyped<1>(L, in, out);
-    case 2:
-      return ReferenceTyped<2>(L, in, out);
-    case 4:
-      return ReferenceTyped<4>(L, in, out);
-    case 8:
-      return ReferenceTyped<8>(L, in, out);
-    case 16:
-      return ReferenceTyped<16>(L, in, out);
-  }
+  cpu::WithElemSize(
+      p.elem_size(), [&](auto e) { ReferenceTyped<decltype(e)::value>(L, in, out); }, [] {});
 }
 
 Status CompareOutput(const Problem& p, const unsigned char* expected, const unsigned char* actual) {
@@ -284,19 +268,12 @@ Status CompareOutput(const Problem& p, const unsigned char* expected, const unsi
 Status RunConfig(const CpuConfig& config, const Problem& p, const unsigned char* in,
                  unsigned char* out, ThreadPool* pool) {
   const Layout L(p);
-  switch (p.elem_size()) {
-    case 1:
-      return RunTyped<1>(config, L, in, out, pool);
-    case 2:
-      return RunTyped<2>(config, L, in, out, pool);
-    case 4:
-      return RunTyped<4>(config, L, in, out, pool);
-    case 8:
-      return RunTyped<8>(config, L, in, out, pool);
-    case 16:
-      return RunTyped<16>(config, L, in, out, pool);
-  }
-  return Status::InvalidArgument("cpu: unsupported element size " + std::to_string(p.elem_size()));
+  return cpu::WithElemSize(
+      p.elem_size(), [&](auto e) { return RunTyped<decltype(e)::value>(config, L, in, out, pool); },
+      [&] {
+        return Status::InvalidArgument("cpu: unsupported element size " +
+                                       std::to_string(p.elem_size()));
+      });
 }
 
 }  // namespace cpu_internal
