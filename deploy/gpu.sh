@@ -20,7 +20,10 @@
 #                                   # through a fresh daemon (python/bench/first_answer_gpu.sh:
 #                                   # ANSWER_NOW's answers on a seeded random set against the
 #                                   # winners of the tunes that follow, both timed side by side:
-#                                   # median/p10/worst); logs in OUTDIR/*, plus
+#                                   # median/p10/worst), the fleet on a machine with 2 GPUs
+#                                   # (python/bench/fleet_gpu.sh: a redis-server and a daemon per
+#                                   # GPU; the idle GPU's daemon tunes the busy one's misses;
+#                                   # "skipped" with one GPU); logs in OUTDIR/*, plus
 #                                   # OUTDIR/logs.tar.gz holding all of them, and the inputs of
 #                                   # docs/performance.md in OUTDIR/performance/<gpu>.json
 #                                   # (deploy/perf_report.py extract; copy them to
@@ -33,6 +36,9 @@ PROGRAMS=(kernels_gpu_test transpose_bench transposed-worker transposed-worker-f
           transposed-fake-worker worker_test cuda_worker_test cuda_backend_test tune_eval answer_eval
           transposed transposectl
           example_batch_job with_daemon transposer_bench)
+# Not built here: the shared store of the fleet stage (python/bench/fleet_gpu.sh), with its
+# libraries.
+SYSTEM_PROGRAMS=(redis-server)
 case "${1:-}" in
   bundle)
     set -e
@@ -41,7 +47,11 @@ case "${1:-}" in
     cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target "${PROGRAMS[@]}"
     rm -rf "$BUNDLE"
     bundle_tool=${BUNDLE_TOOL:-../shared/tools/bundle}
-    "$bundle_tool" "$BUNDLE" "${PROGRAMS[@]/#/$BUILD_DIR/bin/}"
+    system=()
+    for p in "${SYSTEM_PROGRAMS[@]}"; do
+      system+=("$(command -v "$p")") || { echo "gpu.sh bundle: $p is not installed" >&2; exit 1; }
+    done
+    "$bundle_tool" "$BUNDLE" "${PROGRAMS[@]/#/$BUILD_DIR/bin/}" "${system[@]}"
     strip "$BUNDLE"/bin/* || true
     # The commit the programs were built from, for the run's report (run.txt, docs/performance.md).
     if commit=$(git rev-parse --short HEAD 2>/dev/null); then
@@ -79,12 +89,14 @@ case "${1:-}" in
     bash python/bench/polite_gpu.sh "$BUNDLE" "$out/polite" || status=1
     echo "==== first answer: ANSWER_NOW on a fresh daemon against the tuned winner, side by side"
     bash python/bench/first_answer_gpu.sh "$BUNDLE" "$out/first_answer" || status=1
+    echo "==== fleet: an idle GPU's daemon tunes what the busy GPU's daemon misses (2 GPUs)"
+    bash python/bench/fleet_gpu.sh "$BUNDLE" "$out/fleet" || status=1
     { echo "commit=$(cat "$BUNDLE/COMMIT" 2>/dev/null || echo not recorded)"
       echo "status=$([ $status -eq 0 ] && echo PASSED || echo FAILED)"
       date -u +"date=%Y-%m-%dT%H:%M:%SZ"
     } > "$out/run.txt"
     tar -C "$out" -czf "$out/logs.tar.gz" run.txt kernels backend example python user_path polite \
-      first_answer
+      first_answer fleet
     echo "==== docs/performance inputs: OUTDIR/performance/<gpu>.json (deploy/perf_report.py)"
     python3 deploy/perf_report.py extract "$out" --into "$out/performance" ||
       echo "perf_report: extraction failed (the run's status is unchanged)"
@@ -92,7 +104,7 @@ case "${1:-}" in
     exit $status
     ;;
   *)
-    sed -n 2,28p "$0"
+    sed -n 2,31p "$0"
     exit 2
     ;;
 esac

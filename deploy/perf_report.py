@@ -7,7 +7,8 @@ Two steps:
       OUTDIR is what `deploy/gpu.sh run OUTDIR` wrote (its logs.tar.gz alone is enough). Reads the
       benchmark's CSVs (kernels/bench.csv, kernels/random.csv), the Python package's figures
       against torch (python/python_gpu.json), the user-path benchmark (user_path/user_path.json),
-      the search evaluation (backend/tune_eval.csv, tune_random.csv) and the run's identity
+      the search evaluation (backend/tune_eval.csv, tune_random.csv), polite tuning and the fleet
+      (polite/<mode>.json, fleet/fleet.json) and the run's identity
       (kernels/bench.log: date, nvidia-smi, device line, cuBLAS; run.txt: commit and status,
       written by deploy/gpu.sh) and writes the small machine-readable input of the page,
       DIR/<gpu>.json (gpu: h100, h200... from the device name; DIR default docs/performance).
@@ -203,6 +204,36 @@ def extract_tune(run):
             "max_tune_s_up_to_1gib": round(max(up_to_gib), 3) if up_to_gib else None}
 
 
+def extract_polite(run):
+    """Polite tuning (python/bench/polite_gpu.sh: polite/<mode>.json) and the fleet
+    (python/bench/fleet_gpu.sh: fleet/fleet.json, on a machine with 2 GPUs); None without either."""
+    modes = {}
+    for mode in ("duty", "wait"):
+        r = run.json(f"polite/{mode}.json")
+        if not r:
+            continue
+        after = r.get("all_tuned_after_idle_s")
+        modes[mode] = {"loss_pct": r1(r["loss_mean_pct"]),
+                       "worst_window_loss_pct": r1(r["worst_window_loss_pct"]),
+                       "tuned_during_job": r.get("tuned_during_job"),
+                       "problems": len(r.get("first_answer_sources", [])),
+                       "stored_after_idle_s": r1(after),
+                       "stored_after_ask_s": r1(r["asked_to_idle_s"] + after)
+                       if after is not None else None}
+    f = run.json("fleet/fleet.json")
+    fleet = None
+    if f:
+        fleet = {"problems": len(f["problems"]),
+                 "on_idle_node": sum(v == "idle node" for v in f["measured_on"].values()),
+                 "stored_after_ask_s": r1(f["all_stored_after_ask_s"]),
+                 "loss_pct": r1(f["loss_mean_pct"]),
+                 "worst_window_loss_pct": r1(f["worst_window_loss_pct"]),
+                 "failures": f.get("failures", [])}
+    if not modes and not fleet:
+        return None
+    return {"modes": modes, "fleet": fleet}
+
+
 def extract(args):
     run = Run(args.outdir)
     if "kernels/bench.csv" not in run.files:
@@ -212,7 +243,7 @@ def extract(args):
     data = {"format": FORMAT, "gpu": gpu_key(meta.get("device", "unknown")), "meta": meta,
             "fixed": extract_fixed(run), "random": extract_random(run),
             "torch": extract_torch(run), "user_path": extract_user_path(run),
-            "tune": extract_tune(run)}
+            "tune": extract_tune(run), "polite": extract_polite(run)}
     os.makedirs(args.into, exist_ok=True)
     path = os.path.join(args.into, data["gpu"] + ".json")
     with open(path, "w", encoding="utf-8") as f:
@@ -373,6 +404,34 @@ def render_gpu(d):
                  f"{t['within_2pct']} of {t['problems']} fast picks within 2% of the exhaustive "
                  f"winner (worst {t['worst_pick_vs_exhaustive_pct']}%); tune time median "
                  f"{t['median_tune_s']} s, slowest up to 1 GiB {t['max_tune_s_up_to_1gib']} s.\n")
+
+    p = d.get("polite")
+    if p:  # runs of a commit that has python/bench/polite_gpu.sh's figures extracted
+        o.append("### A job beside the daemon's background tunes\n")
+        o.append("A torch job streaming memory asks the daemon for new problems under `ANSWER_NOW` "
+                 "(python/bench/polite_gpu.sh: one node, its tunes polite; "
+                 "python/bench/fleet_gpu.sh: two GPUs, a daemon on each sharing a Redis store, the "
+                 "job on GPU 0): the job's bandwidth lost over the run, and the time from the ask "
+                 "until every problem is stored on the job's node ([design/polite.md]"
+                 "(design/polite.md)).\n")
+        o.append("| run | problems | job's loss (mean / worst window) | tuned while the job ran | "
+                 "all stored after the ask |")
+        o.append("|---|---:|---:|---:|---:|")
+        names = {"duty": "one node, duty cycle (default)", "wait": "one node, wait for idle"}
+        for mode, r in sorted(p["modes"].items()):
+            o.append(f"| {names[mode]} | {r['problems']} | {pct(r['loss_pct'])} / "
+                     f"{pct(r['worst_window_loss_pct'])} | {r['tuned_during_job']} | "
+                     + (f"{r['stored_after_ask_s']:.1f} s ({r['stored_after_idle_s']:.1f} s "
+                        "after the job went idle)" if r["stored_after_ask_s"] is not None
+                        else "not all") + " |")
+        fl = p.get("fleet")
+        if fl:
+            o.append(f"| two nodes: the idle one tunes | {fl['problems']} | {pct(fl['loss_pct'])} "
+                     f"/ {pct(fl['worst_window_loss_pct'])} | {fl['on_idle_node']} (on the idle "
+                     "node) | "
+                     + (f"{fl['stored_after_ask_s']:.1f} s" if fl["stored_after_ask_s"] is not None
+                        else "not all") + " |")
+        o.append("")
     return "\n".join(o)
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """perf_report.py's extraction, on a run output made here: a deploy/gpu.sh run directory with the
 files the GPU scripts write (kernels/bench.log and bench.csv, kernels/random.csv,
-python/python_gpu.json, user_path/user_path.json, backend/tune_eval.csv, run.txt) packed into
+python/python_gpu.json, user_path/user_path.json, backend/tune_eval.csv, polite/duty.json,
+fleet/fleet.json, run.txt) packed into
 logs.tar.gz as gpu.sh packs it. Checks that the device, driver, commit and figures land in
 <gpu>.json and on the rendered page, and that a page edited by hand fails `render --check`.
 CTest perf_report_extract (label unit).
@@ -63,6 +64,15 @@ FILES = {
         "pick_vs_best_pct,within_2pct,kind,elem,seed,repeat,variant\n"
         "8192x8192 f32,268435456,31,0.563,a,1,1,1,2,a,1,1,99.50,yes,fixed,4,0,0,default\n"
         "4097x3001 f16,24590194,17,0.251,b,1,1,1,2,c,1,1,97.00,no,fixed,2,0,0,default\n"),
+    "polite/duty.json": json.dumps({
+        "loss_mean_pct": 1.04, "worst_window_loss_pct": 6.2, "tuned_during_job": 0,
+        "first_answer_sources": ["SOURCE_HEURISTIC"] * 6, "asked_to_idle_s": 12.5,
+        "all_tuned_after_idle_s": 4.04}),
+    "fleet/fleet.json": json.dumps({
+        "problems": ["a", "b", "c"], "measured_on": {"a": "idle node", "b": "idle node",
+                                                     "c": "busy node"},
+        "all_stored_after_ask_s": 3.26, "loss_mean_pct": 0.31, "worst_window_loss_pct": 2.04,
+        "failures": ["measured elsewhere than on the idle node: ['c']"]}),
 }
 
 
@@ -114,6 +124,10 @@ def main():
         expect(u["problems"][0]["cpp_gbps"] == 3799.0 and u["host_us"] == {
             "transposed.transpose(x, out=o)": 6.6, "C++ Transposer::Transpose": 3.4},
             f"user path {u}")
+        po = d["polite"]
+        expect(po["modes"]["duty"]["stored_after_ask_s"] == 16.5 and "wait" not in po["modes"]
+               and po["fleet"]["on_idle_node"] == 2 and len(po["fleet"]["failures"]) == 1,
+               f"polite {po}")
         t = d["tune"]
         expect(t == {"problems": 2, "within_2pct": 1, "worst_pick_vs_exhaustive_pct": 97.0,
                      "median_tune_s": 0.407, "max_tune_s_up_to_1gib": 0.563}, f"tune {t}")
@@ -130,7 +144,11 @@ def main():
                        "| 1 | 1 | 80.0% | 80.0% | 80.0% | 80.0% | - |",
                        "| 8192x8192 float32 | `tile64x64.rows8` | 3870 | 3860 | 1000 | 3.86x |",
                        "3781 (0.99) | 3799 (1.00) | 600 (0.16) | 3900 (1.03) |",
-                       "1 of 2 fast picks within 2%", "driver 580.159.04"]:
+                       "1 of 2 fast picks within 2%", "driver 580.159.04",
+                       "| one node, duty cycle (default) | 6 | 1.0% / 6.2% | 0 | 16.5 s (4.0 s "
+                       "after the job went idle) |",
+                       "| two nodes: the idle one tunes | 3 | 0.3% / 2.0% | 2 (on the idle node) "
+                       "| 3.3 s |"]:
             expect(needle in text, f"page lacks {needle!r}")
         r = run("render", "--inputs", inputs, "--out", page, "--check")
         expect(r.returncode == 0, f"--check of a fresh page exited {r.returncode}")

@@ -22,8 +22,9 @@
 // measurements show contention, its result is marked (TuneResult::contention), never replaces a
 // winner measured on an idle device, and is measured again once the device is idle.
 // With a shared store (server/shared_flight.h), a miss on a busy device first asks the class's
-// idle nodes: one whose device is idle and has nothing queued takes the class-wide lease and
-// tunes it there, and the busy node gets the result (fleet_defer_seconds).
+// idle nodes: one whose device is idle, with no tune a caller waits for and room in its queue,
+// takes the class-wide lease and tunes it there, and the busy node gets the result
+// (fleet_defer_seconds).
 //
 // Thread-safety: LoadBoard's methods may be called from any thread. A PoliteBackend is used by
 // one tune on its device's tune thread.

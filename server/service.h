@@ -341,8 +341,11 @@ class TransposeService {
   // On an idle tune thread: queues the re-measurement of one result measured under contention.
   void QueueRemeasure(int device) EXCLUDES(mu_);
   // The shared store heard a busy node of class `cls` ask for an idle node to tune `problem`:
-  // an idle device of the class with nothing queued takes it (on the store's thread).
+  // an idle device of the class with no tune a caller waits for and room in its queue takes it,
+  // behind its queued background tunes (on the store's thread).
   void OnWanted(const std::string& cls, const Problem& problem) EXCLUDES(mu_);
+  // Whether a tune a caller waits for runs or is queued on `device`.
+  bool HasUrgentLocked(int device) const REQUIRES(mu_);
   // Records a result's contention for QueueRemeasure (bounded), or forgets it when empty.
   void NoteContended(int device, const Problem& problem, const std::string& contention)
       EXCLUDES(mu_);

@@ -146,12 +146,23 @@ bool TransposeService::AwaitWindow(int device, const std::shared_ptr<Job>& job) 
   return run || shutdown_.load() || job->cancel.load() || !job->abandoned.empty();
 }
 
+bool TransposeService::HasUrgentLocked(int device) const {
+  if (running_[device] && !running_[device]->background.load()) return true;
+  for (const auto& job : queues_[device])
+    if (!job->background.load()) return true;
+  return false;
+}
+
 void TransposeService::OnWanted(const std::string& cls, const Problem& problem) {
   for (size_t d = 0; d < classes_.size(); ++d) {
     if (classes_[d] != cls || load_board_.Get(static_cast<int>(d)).state != LoadState::kIdle)
       continue;
     MutexLock l(&mu_);
-    if (shutdown_.load() || !queues_[d].empty() || running_[d]) continue;  // busy with its own
+    if (shutdown_.load() || HasUrgentLocked(static_cast<int>(d))) continue;  // busy with its own
+    // Behind its own background tunes and the class's earlier wants, within --max-queued-tunes: a
+    // model asks for many problems at once, and each want is published once (taking only the
+    // first while a tune ran left the rest to the busy node: 2 of 6 on the fake worker).
+    if (!CheckQueueLocked(static_cast<int>(d)).ok()) continue;
     const std::string key = fingerprints_[d] + "|" + problem.Key();
     if (inflight_.count(key) != 0) return;
     // Stored here already (before the shared store had it): the class gets it without a tune.

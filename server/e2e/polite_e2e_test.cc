@@ -406,5 +406,51 @@ TEST_F(PoliteE2ETest, ABusyNodesMissIsTunedByAnIdleNodeOfTheClass) {
   ASSERT_TRUE(Get(busy_stub.get(), GetConfigRequestFor(64, 96, v1::CACHE_ONLY), &a).ok());
 }
 
+// A model's first steps ask for many new problems at once (ANSWER_NOW: each miss queues a
+// background tune). Every one of them is tuned by the idle node, not only the first: the idle node
+// took a want only while it had nothing queued or running, so the wants that came during its
+// first tune were ignored and the busy node tuned them itself once --fleet-defer ran out.
+TEST_F(PoliteE2ETest, EveryMissOfABusyNodeIsTunedByTheIdleNode) {
+  testing::RedisProcess redis;
+  const Status up = redis.Start();
+  ASSERT_TRUE(up.ok()) << up.ToString();
+  const fs::path busy_load = dir_ / "busy-load", idle_load = dir_ / "idle-load";
+  SetLoad(busy_load, 95, 1);
+  SetLoad(idle_load, 2, 1);
+  auto busy = Daemon(busy_load, 0.05, {"--shared-store", redis.url(), "--fleet-defer", "60"});
+  auto idle = Daemon(idle_load, 0.05, {"--shared-store", redis.url()});
+  ASSERT_GT(busy->port(), 0);
+  ASSERT_GT(idle->port(), 0);
+  auto busy_stub = Stub(*busy), idle_stub = Stub(*idle);
+  ASSERT_TRUE(WaitFor(10, [&] { return Load(busy_stub.get()).state() == "busy"; }));
+  ASSERT_TRUE(WaitFor(10, [&] { return Load(idle_stub.get()).state() == "idle"; }));
+  for (auto* d : {busy.get(), idle.get()}) {
+    ASSERT_TRUE(WaitFor(10, [&] {
+      std::string bytes;
+      return testing::HealthCheck(d->address(), "transposed.shared_store", &bytes).ok() &&
+             bytes == testing::kServing;
+    }));
+  }
+  const int64_t shapes[][2] = {{64, 96}, {96, 64}, {80, 48}, {48, 80}, {112, 40}, {40, 112}};
+  v1::Answer a;
+  for (const auto& s : shapes)
+    ASSERT_TRUE(Get(busy_stub.get(), GetConfigRequestFor(s[0], s[1], v1::ANSWER_NOW), &a).ok());
+  // Well within --fleet-defer: the busy node's own tunes would come only after it.
+  for (const auto& s : shapes) {
+    EXPECT_TRUE(WaitFor(40, [&] {
+      return Get(busy_stub.get(), GetConfigRequestFor(s[0], s[1], v1::CACHE_ONLY), &a).ok();
+    })) << s[0] << "x" << s[1];
+  }
+  const std::string busy_log = testing::ReadFile(busy->log());
+  const std::string idle_log = testing::ReadFile(idle->log());
+  for (const auto& s : shapes) {
+    const std::string problem = std::to_string(s[0]) + "x" + std::to_string(s[1]);
+    EXPECT_EQ(busy_log.find("tune start device=0 problem=" + problem), std::string::npos)
+        << problem << "\n" << busy_log;
+    EXPECT_NE(idle_log.find("tune for the class device=0 problem=" + problem), std::string::npos)
+        << problem << "\n" << idle_log;
+  }
+}
+
 }  // namespace
 }  // namespace transposed
