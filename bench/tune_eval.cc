@@ -15,7 +15,8 @@
 //   --fast NAME:SPEC  a fast tune with other options than the daemon's (repeatable; each problem
 //                     is then tuned by every variant, rows tagged NAME), SPEC a comma list of
 //                     quick=W/N/S/M, final=W/N/S/M (MeasureOptions warmup/min_samples/
-//                     min_seconds/max_samples), finalists=N, margin=F, prune=F
+//                     min_seconds/max_samples), finalists=N, margin=F, prune=F, cutoff=F (the
+//                     quick pass's screening, TuneOptions::quick_cutoff; 0: off)
 //   --breakdown FILE  where each fast tune spent its time (TuneResult::breakdown), one CSV row
 //                     per phase: problem,repeat,phase,seconds,count; a summary line on stderr
 //   tune_eval [--worker PATH] [--csv FILE] [--only SUBSTRING] [options above]
@@ -47,7 +48,7 @@ StatusOr<MeasureOptions> ParseMeasureOptions(const std::string& v) {
   return o;
 }
 
-// "NAME:quick=W/N/S/M,final=W/N/S/M,finalists=N,margin=F,prune=F" (every key optional).
+// "NAME:quick=W/N/S/M,final=W/N/S/M,finalists=N,margin=F,prune=F,cutoff=F" (every key optional).
 StatusOr<std::pair<std::string, TuneOptions>> ParseVariant(const std::string& spec) {
   const size_t colon = spec.find(':');
   std::pair<std::string, TuneOptions> v{spec.substr(0, colon), TuneOptions{}};
@@ -69,6 +70,8 @@ StatusOr<std::pair<std::string, TuneOptions>> ParseVariant(const std::string& sp
       v.second.finalists = std::max(1, std::atoi(val.c_str()));
     } else if (key == "prune") {
       v.second.prune_margin = std::max(0.0, std::atof(val.c_str()));
+    } else if (key == "cutoff") {
+      v.second.quick_cutoff = std::max(0.0, std::atof(val.c_str()));
     } else if (key == "margin") {
       v.second.finalist_margin = std::max(0.0, std::atof(val.c_str()));
     } else {
@@ -210,19 +213,20 @@ int Main(int argc, char** argv) {
       const TimeBreakdown& b = f->breakdown;
       // The round trips to the worker less the worker's own time of the requests.
       double ipc = 0;
-      for (const char* ph : {"tune.open", "tune.check", "tune.quick", "tune.final",
-                             "tune.final.ceiling", "tune.remeasure", "tune.remeasure.ceiling"})
+      for (const char* ph : {"tune.open", "tune.check", "tune.quick", "tune.quick.ceiling",
+                             "tune.final", "tune.final.ceiling", "tune.remeasure", "tune.remeasure.ceiling"})
         ipc += b.seconds(ph);
       for (const char* ph : {"worker.open", "worker.check", "worker.measure", "worker.ceiling"})
         ipc -= b.seconds(ph);
       std::fprintf(stderr,
-                   "%s [%s]: fast tune %.3f s, %d candidates: check %.3f s, quick %.3f s, final %.3f "
-                   "s (+ceiling %.3f s, %d rounds of finalists), open %.3f s, close %.3f s; "
+                   "%s [%s]: fast tune %.3f s, %d candidates: check %.3f s, quick %.3f s (+ceiling "
+                   "%.3f s, %d screened), final %.3f s (+ceiling %.3f s, %d rounds of finalists), open %.3f s, close %.3f s; "
                    "worker: check reference %.3f poison %.3f launch %.3f compare %.3f, measure "
                    "warm-up %.3f samples %.3f (timed %.3f); round trips %.3f s\n",
                    p.ToString().c_str(), vname.c_str(), f->tune_seconds, f->tried,
                    b.seconds("tune.check"),
-                   b.seconds("tune.quick"), b.seconds("tune.final"),
+                   b.seconds("tune.quick"), b.seconds("tune.quick.ceiling"),
+                   b.count("worker.measure.screened"), b.seconds("tune.final"),
                    b.seconds("tune.final.ceiling"), b.count("tune.final"),
                    b.seconds("tune.open"), b.seconds("tune.close"),
                    b.seconds("worker.check.reference"),

@@ -23,6 +23,13 @@ struct MeasureOptions {
   // for it (core/placements.h): the median of the per-placement medians. 1: the open problem's
   // buffers only. A backend without the rule (the CPU) measures one.
   int placements = 1;
+  // Screening (0: off): a measurement whose first timed run already took at least this long
+  // stops there and reports that run as its only sample (CUDA: the warm-up launch is that run,
+  // and the measurement has warmup 0). The tuner's quick pass sets it to a multiple of the best
+  // time known (tuner.h), so that a candidate clearly out of the race costs one run instead of
+  // warmup + min_samples. CUDA honours it only for a launch long enough to be timed alone (the
+  // harness's min_sample_seconds).
+  double cutoff_s = 0;
 };
 
 // How a measurement was taken: one record for every backend; a field a backend has no value for

@@ -207,6 +207,15 @@ StatusOr<Timing> TimeLaunches(const std::function<Status(int pair)>& launch, int
   t.warmup = warmup;
   t.launches_per_sample = k;
   t.warmup_wall_s = since(warm_start);
+  if (o.cutoff_s > 0 && est >= o.cutoff_s && est >= o.min_sample_seconds) {
+    // Screened: the warm-up's launches, each long enough to be timed alone, are the sample.
+    t.screened = true;
+    t.warmup = 0;
+    t.launches_per_sample = warmup;
+    t.samples_s.push_back(est);
+    t.timed_s = est * warmup;
+    return t;
+  }
   const Clock::time_point samples_start = Clock::now();
   const int batch_cap = events.size() - 1;
   double total = 0;

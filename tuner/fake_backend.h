@@ -160,8 +160,11 @@ class FakeBackend : public Backend {
     return m;
   }
 
-  // Samples: the scripted median, repeated as many times as the options ask (at least one).
+  // Samples: the scripted median, repeated as many times as the options ask (at least one); one
+  // sample and no warm-up where it reaches the options' cutoff (screened, as the CUDA harness).
   static Measurement Scripted(double t, const MeasureOptions& opt) {
+    if (opt.cutoff_s > 0 && t >= opt.cutoff_s)
+      return Measurement::FromSamples({t}, 0, FakeMethod());
     const int n = std::max(1, std::min(opt.min_samples, std::max(1, opt.max_samples)));
     return Measurement::FromSamples(std::vector<double>(static_cast<size_t>(n), t),
                                     std::max(0, opt.warmup), FakeMethod());

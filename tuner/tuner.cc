@@ -128,6 +128,17 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
     if (candidates[i].name == options.incumbent) incumbent = i;
   result.total = total;
 
+  // The best time known for the quick pass's screening: the copy ceiling, measured quickly first
+  // (so that candidates out of the race are screened whatever their order), then the fastest
+  // quick median so far.
+  const bool screen = options.quick_cutoff > 0 && !options.exhaustive;
+  double best_known_s = 0;
+  if (screen) {
+    StatusOr<Measurement> c = Timed(bd, "tune.quick.ceiling",
+                                    [&] { return session->MeasureCeiling(options.quick); });
+    if (c.ok() && c->valid) best_known_s = c->median_s;
+  }
+
   // Quick pass: check, then measure, every candidate in order until the budget is spent.
   result.candidates.resize(candidates.size());
   for (int i = 0; i < total; ++i) {
@@ -147,14 +158,18 @@ StatusOr<TuneResult> RunTune(Backend& backend, const Problem& problem, const Tun
         r.measurement = Measurement::Invalid(check.ToString());
       } else {
         r.phase = Phase::kQuick;
+        MeasureOptions quick = options.quick;
+        if (screen && best_known_s > 0) quick.cutoff_s = options.quick_cutoff * best_known_s;
         StatusOr<Measurement> m =
-            Timed(bd, "tune.quick", [&] { return session->Measure(r.candidate, options.quick); });
+            Timed(bd, "tune.quick", [&] { return session->Measure(r.candidate, quick); });
         if (!m.ok()) {
           r.measurement = Measurement::Invalid(m.status().ToString());
         } else {
           r.measurement = *m;
           if (!r.measurement.valid && r.measurement.error.empty())
             r.measurement.error = "invalid measurement";
+          if (r.measurement.valid && (best_known_s == 0 || r.measurement.median_s < best_known_s))
+            best_known_s = r.measurement.median_s;
         }
       }
     }

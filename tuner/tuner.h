@@ -1,6 +1,9 @@
 // The tuner: given a Backend and a Problem, find the fastest valid candidate.
 //
-// Search: every candidate is checked bit-exact, then given a quick measurement; the leaders are
+// Search: every candidate is checked bit-exact, then given a quick measurement, screened: one
+// whose first launch already takes quick_cutoff times the best time known (the copy ceiling,
+// measured quickly first, or the fastest candidate so far) is reported by that launch alone, so
+// that candidates out of the race (tiles on a 5-row matrix) cost one launch each; the leaders are
 // then re-measured side by side with longer measurements, in rounds, and the best median wins
 // (each final measurement of a big problem taken over several buffer placements: TuneOptions).
 // After each round, a finalist whose median so far is more than prune_margin slower than the best
@@ -46,6 +49,11 @@ struct TuneOptions {
   // enough for the backend's rule (core/placements.h): the final figure, and the winner, are the
   // median placement's, not one allocation's luck. The quick pass stays on one.
   MeasureOptions final{3, 15, 0.02, 2000, 3};
+  // Quick pass screening (MeasureOptions::cutoff_s): this many times the best time known; 0: off
+  // (and off when exhaustive). A screened candidate is at least this much slower than another
+  // candidate or the copy, while finalists are the leaders within finalist_margin: it could be one
+  // only as one of the `finalists` fastest, and the final pass then measures it in full.
+  double quick_cutoff = 2.0;
   int finalists = 4;              // how many leaders the final pass re-measures
   double finalist_margin = 0.10;  // ...plus any within this fraction of the quick-pass best
   double prune_margin = 0.03;     // final rounds: drop finalists this much slower than the best

@@ -420,6 +420,18 @@ TEST(CpuBackendTest, MeasureAndCeilingGiveSanePositiveTimes) {
   if (l3 > 0 && !m->method.working_set_capped) {
     EXPECT_GE(m->method.working_set_bytes, 2 * l3);
   }
+  // Screening: a first run at or over the cutoff is the measurement (the tuner's quick pass);
+  // one under it takes every sample asked for.
+  MeasureOptions screened = opt;
+  screened.cutoff_s = 1e-9;
+  StatusOr<Measurement> sm = (*s)->Measure({"cpu.naive", {}}, screened);
+  ASSERT_TRUE(sm.ok()) << sm.status().ToString();
+  EXPECT_TRUE(sm->valid);
+  EXPECT_EQ(sm->samples, 1);
+  screened.cutoff_s = 60;
+  sm = (*s)->Measure({"cpu.naive", {}}, screened);
+  ASSERT_TRUE(sm.ok()) << sm.status().ToString();
+  EXPECT_GE(sm->samples, opt.min_samples);
   // A larger min_seconds takes more samples.
   MeasureOptions longer = opt;
   longer.min_seconds = 0.05;

@@ -253,7 +253,8 @@ class CpuSession : public Session {
   // (one steady_clock interval each) until both min_samples and min_seconds are reached or
   // max_samples is, the buffer pair advancing every run. A run during which the calling thread or
   // a pool thread was preempted is re-taken, at most min_samples times per call; after that, disturbed
-  // runs are kept (both counts are in the method).
+  // runs are kept (both counts are in the method); a first sample at or over opt.cutoff_s ends the
+  // measurement (screened: MeasureOptions::cutoff_s).
   template <typename RunFn>
   StatusOr<Measurement> TimeLoop(const MeasureOptions& opt, int threads, const char* op,
                                  RunFn run) {
@@ -290,6 +291,7 @@ class CpuSession : public Session {
       }
       samples.push_back(dt);
       total += dt;
+      if (samples.size() == 1 && opt.cutoff_s > 0 && dt >= opt.cutoff_s) break;  // screened
     }
     MeasureMethod method;
     method.timer = "steady_clock";

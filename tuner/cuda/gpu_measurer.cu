@@ -397,11 +397,13 @@ class GpuMeasurerImpl : public GpuMeasurer {
     t.min_samples = o.min_samples;
     t.min_seconds = o.min_seconds;
     t.max_samples = o.max_samples;
+    t.cutoff_s = o.cutoff_s;  // the quick pass's screening (the measurement then has 1 sample)
     auto timing = kernels::TimeLaunches(launch, b.pairs(), &rotate_, stream_, *events_, t);
     if (!timing.ok()) return Noticed(timing.status());
     phases_.Add(phase + ".warmup", timing->warmup_wall_s);
     phases_.Add(phase + ".samples", timing->samples_wall_s);
     phases_.Add(phase + ".timed", timing->timed_s, static_cast<int>(timing->samples_s.size()));
+    if (timing->screened) phases_.Add(phase + ".screened", 0);
     MeasureMethod method;
     method.timer = "cuda_event";  // the shared harness, transposed/kernels/harness.h
     method.op = op;

@@ -1,5 +1,6 @@
 #include "tuner/worker/codec.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/placements.h"
@@ -12,6 +13,7 @@ void ToProto(const MeasureOptions& in, pb::MeasureOptions* out) {
   out->set_min_seconds(in.min_seconds);
   out->set_max_samples(in.max_samples);
   out->set_placements(in.placements);
+  out->set_cutoff_s(in.cutoff_s);
 }
 
 StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in) {
@@ -21,11 +23,14 @@ StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in) {
   o.min_seconds = in.min_seconds();
   o.max_samples = in.max_samples();
   o.placements = in.placements() == 0 ? 1 : in.placements();  // unset: one
+  o.cutoff_s = in.cutoff_s();
   if (o.warmup < 0) return Status::InvalidArgument("options.warmup: must be >= 0");
   if (o.min_samples < 1) return Status::InvalidArgument("options.min_samples: must be >= 1");
   if (o.max_samples < o.min_samples)
     return Status::InvalidArgument("options.max_samples: must be >= min_samples");
   if (!(o.min_seconds >= 0)) return Status::InvalidArgument("options.min_seconds: must be >= 0");
+  if (!(o.cutoff_s >= 0) || std::isinf(o.cutoff_s))
+    return Status::InvalidArgument("options.cutoff_s: must be finite and >= 0");
   if (o.placements < 1 || o.placements > kMaxPlacements)
     return Status::InvalidArgument("options.placements: must be 1.." +
                                    std::to_string(kMaxPlacements));

@@ -17,7 +17,7 @@ namespace transposed::worker {
 
 void ToProto(const MeasureOptions& in, pb::MeasureOptions* out);
 // INVALID_ARGUMENT when out of range (warmup < 0, min_samples < 1, max_samples < min_samples,
-// min_seconds < 0).
+// min_seconds < 0, placements outside 1..kMaxPlacements, cutoff_s < 0 or not finite).
 StatusOr<MeasureOptions> FromProto(const pb::MeasureOptions& in);
 
 // Appends every phase of `in` to out->phases().

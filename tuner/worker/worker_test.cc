@@ -140,7 +140,7 @@ TEST(CodecTest, CandidateAndOptionsRoundTrip) {
   EXPECT_EQ(VariantFromProto("candidate", cm.candidate()).status().message(),
             "candidate.name: must not be empty");
 
-  MeasureOptions o{3, 17, 0.0123, 999, 3};
+  MeasureOptions o{3, 17, 0.0123, 999, 3, 2.5e-4};
   pb::MeasureOptions om;
   ToProto(o, &om);
   auto ob = FromProto(om);
@@ -150,6 +150,10 @@ TEST(CodecTest, CandidateAndOptionsRoundTrip) {
   EXPECT_EQ(ob->min_seconds, 0.0123);
   EXPECT_EQ(ob->max_samples, 999);
   EXPECT_EQ(ob->placements, 3);  // the buffer placements cross to the worker
+  EXPECT_EQ(ob->cutoff_s, 2.5e-4);  // so does the quick pass's screening cutoff
+  om.set_cutoff_s(-1);
+  EXPECT_NE(FromProto(om).status().message().find("options.cutoff_s"), std::string::npos);
+  om.set_cutoff_s(0);
   om.clear_placements();         // unset: one
   EXPECT_EQ(FromProto(om)->placements, 1);
   om.set_placements(kMaxPlacements + 1);
@@ -560,7 +564,8 @@ TEST_F(FakeWorkerTest, TheWorkersRequestTimesReachTheTunesBreakdown) {
   EXPECT_EQ(b.count("worker.check"), b.count("tune.check"));
   EXPECT_EQ(b.count("worker.measure"), b.count("tune.quick") + b.count("tune.final"));
   EXPECT_EQ(b.count("worker.ceiling"),
-            b.count("tune.final.ceiling") + b.count("tune.remeasure.ceiling"));
+            b.count("tune.quick.ceiling") + b.count("tune.final.ceiling") +
+                b.count("tune.remeasure.ceiling"));
   // The round trip (daemon side) holds the worker's part.
   EXPECT_GE(b.seconds("tune.check"), b.seconds("worker.check"));
 }

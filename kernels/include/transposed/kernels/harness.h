@@ -8,7 +8,9 @@
 // TimeLaunches() runs `warmup` untimed launches, then samples: each sample is k back-to-back
 // launches on successive pairs between two CUDA events, k chosen from the warm-up so a sample
 // lasts at least min_sample_seconds; the sample's time / k is one per-launch time. Samples are
-// taken until min_samples and min_seconds are both reached (or max_samples).
+// taken until min_samples and min_seconds are both reached (or max_samples). With a cutoff
+// (TimingOptions::cutoff_s), a launch already slower than it in the warm-up is reported by the
+// warm-up alone: the tuner's quick pass screens candidates that are out of the race that way.
 // Placements. For a problem beyond a few L2 sizes one set of pairs is one draw of physical memory
 // (on an H200 the same kernel at 2 GiB ran 6% apart on two allocations), so a measurement may be
 // taken over several sets allocated while the earlier are held (PlacementSets below), by the rule
@@ -51,12 +53,17 @@ struct TimingOptions {
   // max_launches_per_sample), so that tiny kernels are not dominated by event resolution.
   double min_sample_seconds = 50e-6;
   int max_launches_per_sample = 64;
+  // Screening (0: off; MeasureOptions::cutoff_s): when the warm-up's launches took at least this
+  // long each, and long enough to be timed alone (min_sample_seconds), no sample follows: the
+  // Timing holds their mean as its one sample, warmup 0 and screened true.
+  double cutoff_s = 0;
 };
 
 struct Timing {
   std::vector<double> samples_s;  // per-launch seconds, in the order taken
   int warmup = 0;
   int launches_per_sample = 1;
+  bool screened = false;  // the one sample is the warm-up's (TimingOptions::cutoff_s)
   // Host wall time of the warm-up (launches, then waiting for them) and of the samples, and the
   // device time the samples measured (sum of samples x launches): the rest is the harness's own.
   double warmup_wall_s = 0;
