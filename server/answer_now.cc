@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/skinny_math.h"
 #include "transposed/kernels/family.h"
 
 namespace transposed {
@@ -16,7 +17,36 @@ int64_t Param(const Candidate& c, const char* key, int64_t otherwise) {
   return it == c.params.end() ? otherwise : it->second;
 }
 
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 }  // namespace
+
+SkinnyShape SkinnyShapeOf(const Problem& p, int64_t nominal_length) {
+  // The family's own geometry (kernels/skinny_math.h): which side the kernel takes as narrow,
+  // the effective tile length for that side, and the narrow side the kernel is instantiated for.
+  const bool tall = kernels::SkinnyIsTall(p);
+  const int64_t n = tall ? p.cols : p.rows, long_side = tall ? p.rows : p.cols;
+  const int64_t length = kernels::SkinnyTileLength(static_cast<int>(nominal_length), n, tall);
+  SkinnyShape s;
+  s.tall = tall;
+  s.narrow_bytes = n * p.elem_size();
+  s.tile_bytes = length * kernels::SkinnyMaxSide(n) * p.elem_size();
+  s.tiles = CeilDiv(long_side, length) * p.batch;
+  return s;
+}
+
+double SkinnyScore(const Problem& p, int64_t nominal_length) {
+  const SkinnyShape s = SkinnyShapeOf(p, nominal_length);
+  // Before every tile while the narrow side is narrow and the grid fills the GPU; else after
+  // every tile (still the answer where no tile is offered).
+  const bool first = s.narrow_bytes <= kSkinnyFirstMaxBytes && s.tiles >= kMinGridTiles;
+  const bool long_tile = s.tall && s.narrow_bytes <= 16 * p.elem_size();
+  const double target = long_tile ? 32768 : 16384;
+  double score = (first ? -1 : 50) + 0.1 * Log2Ratio(static_cast<double>(s.tile_bytes), target);
+  if (s.tiles < kSkinnyFullTiles)
+    score += 0.2 * std::log2(static_cast<double>(kSkinnyFullTiles) / static_cast<double>(s.tiles));
+  return score;
+}
 
 std::string ShapeClass(const Problem& p) {
   // What the family offers this shape decides its class (kernels::CheckConfig: the one place
@@ -79,7 +109,21 @@ std::optional<size_t> NearestEntry(const Problem& p, const std::vector<TuneResul
   return best;
 }
 
+int64_t TileGrid(const Problem& p, int64_t tile_rows, int64_t tile_cols) {
+  return CeilDiv(p.rows, tile_rows) * CeilDiv(p.cols, tile_cols) * p.batch;
+}
+
 Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& valid) {
+  // A small grid: no synchronous 16-byte tile reaches kMinGridTiles tiles.
+  bool small_grid = true;
+  for (const Candidate& c : valid) {
+    if (kernels::FamilyAlgorithm(c.params) == kernels::Algorithm::kTile &&
+        Param(c, "vec_bytes", 0) == 16 && Param(c, "async", 0) == 0 &&
+        TileGrid(p, Param(c, "tile_rows", 32), Param(c, "tile_cols", 32)) >= kMinGridTiles) {
+      small_grid = false;
+      break;
+    }
+  }
   const Candidate* pick = nullptr;
   double best = std::numeric_limits<double>::infinity();
   auto consider = [&](const Candidate& c, double score) {
@@ -92,10 +136,8 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
     if (cuda == kernels::Algorithm::kCopy) {
       consider(c, -2);  // CUDA copy: offered only where the layout does not change, a copy's speed
     } else if (cuda == kernels::Algorithm::kSkinny) {
-      // CUDA skinny (offered only where the family's skinny path takes the shape), before any
-      // tile: the one whose tile row along the long side is nearest 1 KiB.
-      const double row_bytes = static_cast<double>(Param(c, "tile_rows", 256) * p.elem_size());
-      consider(c, -1 + 0.1 * Log2Ratio(row_bytes, 1024));
+      // CUDA skinny (offered only where the family's skinny path takes the shape): SkinnyScore.
+      consider(c, SkinnyScore(p, Param(c, "tile_rows", 256)));
     } else if (cuda == kernels::Algorithm::kTile) {
       // CUDA tile, in this order: 16-byte global accesses (plain or packed-realigning vectors;
       // element-size accesses of 16-byte elements), element-size accesses of 4- and 8-byte
@@ -115,6 +157,8 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
         access = e >= 16 ? 0 : e >= 4 ? 1 : 4;
       else if (vec != 16)
         access = 2;
+      else if (e == 8 && p.bytes() < kVectorF64MinBytes)
+        access = 2;  // below kVectorF64MinBytes 8-byte elements: element-size accesses first
       const double tile_bytes =
           static_cast<double>(Param(c, "tile_rows", 32) * Param(c, "tile_cols", 32) * e);
       const bool swizzled = Param(c, "swizzle", 0) == 1;
@@ -124,6 +168,17 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
                            element_access && e < 16 ? 16 : 8) +
           Log2Ratio(tile_bytes, e == 1 && realign != 2 ? 8192 : 16384) +
           (element_access && e < 16 && Param(c, "tile_cols", 32) != 32 ? 0.5 : 0);
+      if (small_grid) {
+        // A small grid: the element-size 32 x 32 tile of 8 warps (swizzled but for 1-byte
+        // elements), whatever the element size; 16-byte accesses after it.
+        consider(c, (element_access ? 0 : 4) + (swizzled == (e != 1) ? 0 : 0.5) +
+                        Log2Ratio(static_cast<double>(Param(c, "tile_rows", 32) *
+                                                      Param(c, "tile_cols", 32)),
+                                  32 * 32) +
+                        0.25 * Log2Ratio(static_cast<double>(Param(c, "block_rows", 8)), 8) +
+                        (Param(c, "async", 0) != 0 ? 2 : 0) + (realign != 0 ? 1 : 0));
+        continue;
+      }
       consider(c, score);
     } else if (!cuda && c.params.count("isa") != 0) {
       // CPU SIMD: the widest ISA, all threads, the 1024 x 512-byte column walk (else 4

@@ -11,14 +11,18 @@
 // the backend. Without a near entry, HeuristicCandidate gives the documented default, always one
 // of the problem's valid candidates:
 //   CUDA family (params "algorithm"): `copy` where it is offered (one row or column, the layout
-//     unchanged); where the skinny path is offered (a side up to 256 elements), the skinny tile
-//     whose row along the long side is nearest 1 KiB; otherwise a 16 KiB tile (8 KiB with
+//     unchanged); where the skinny path is offered (a side up to 256 elements), a skinny tile
+//     (SkinnyScore) while the narrow side is at most kSkinnyFirstMaxBytes and the skinny grid has
+//     at least kMinGridTiles tiles, else a tile as below; otherwise a 16 KiB tile (8 KiB with
 //     padding for 1-byte elements) of 8 warps with 16-byte accesses where the rows allow them
 //     (plain vectors with an XOR swizzle, or the packed realigning tiles of 1- and 2-byte
-//     elements on misaligned rows), else with element-size accesses a tile 32 columns wide of 16
-//     warps; never async or the shifted-row realigning tile unless nothing else is offered.
-//     Chosen from measured runs of every configuration (bench/data/; the figures and the command
-//     that reproduces them: docs/lookups.md, "How good the first answer is").
+//     elements on misaligned rows; 8-byte elements below kVectorF64MinBytes take element-size
+//     accesses), else with element-size accesses a tile 32 columns wide of 16 warps; never async
+//     or the shifted-row realigning tile unless nothing else is offered; on a small grid (no
+//     16-byte tile has kMinGridTiles tiles) the element-size 32 x 32 tile of 8 warps.
+//     Chosen from measured runs of every configuration (bench/data/, the runs' kernels/*_all.csv
+//     and first-answer stages; the figures and the command that reproduces them:
+//     docs/lookups.md, "How good the first answer is").
 //   CPU backend: the SIMD candidate (params "isa", "block" or "wrun"/"rrun", "threads", "nt") of
 //     the widest ISA with the most threads, the 1024 x 512-byte column walk (else square blocks
 //     of 4 micro-tiles) and streaming stores where offered; without SIMD candidates the
@@ -41,6 +45,49 @@ namespace transposed {
 // "tiled-misaligned" (the realigning tiles are offered: some row is not 16-byte aligned) or
 // "tiled".
 std::string ShapeClass(const Problem& p);
+
+// The skinny path's geometry for a problem and a skinny member of nominal length `len` (the
+// config's l<LEN>), from the family's own functions (kernels::SkinnyIsTall, SkinnyTileLength,
+// SkinnyMaxSide): the narrow side in bytes, the tile's bytes as the kernel is instantiated
+// (effective length x the instantiated narrow side x element size: the shared memory and the
+// per-thread window count follow it), and how many tiles (thread blocks) the grid has.
+struct SkinnyShape {
+  bool tall = false;
+  int64_t narrow_bytes = 0, tile_bytes = 0, tiles = 0;
+};
+SkinnyShape SkinnyShapeOf(const Problem& p, int64_t len);
+
+// Measured boundaries of the default (H100 and H200, driver 580.159.04, 2026-11-27; the runs'
+// kernels/*_all.csv and first_answer/ logs, bench/data/):
+//  - skinny before the tiles only while the narrow side is at most 512 bytes: f32 sides of 27-124
+//    elements (108-496 B) ran skinny 1.00 with the best tile at 0.50-0.96; at 136 f32 (544 B)
+//    and f64 sides of 104-233 (832-1864 B), batched, the tile won and skinny reached 0.54-0.96;
+inline constexpr int64_t kSkinnyFirstMaxBytes = 512;
+//  - and only with at least 256 tiles: 4730x75 f16 (its longest skinny grid 148 tiles) ran the
+//    1 KiB-row skinny tile at 0.73 of tile32x32/tile16x16 on both GPUs. Where no 16-byte tile
+//    has 256 tiles either (a small grid: 4730x75 f16, at most 148 with 16-byte accesses) the
+//    default is the element-size 32 x 32 tile (the H100's winner there, 444 tiles);
+inline constexpr int64_t kMinGridTiles = 256;
+//  - below 512 tiles a skinny tile counts as further from its ideal size: 1048576x8 i8 ran the
+//    32 KiB tile (256 tiles) at 0.88-0.94 of the 16 KiB one (512 tiles), 201x2349 u8 batch 4 the
+//    16 KiB one (148 tiles) at 0.81 of the 8 KiB one (296), 8388x36 f64 262 tiles at 0.90-0.95
+//    of 525;
+inline constexpr int64_t kSkinnyFullTiles = 512;
+//  - 8-byte elements with aligned rows below 64 MiB: the element-size 16-warp tile
+//    (536x5152 f64, 22 MB: the 16-byte vector tile reached 0.90-0.94 of tile64x32.rows16.pad1 /
+//    tile16x16.rows2.pad1; at 153 MB-1.2 GB they are within 0-3%).
+inline constexpr int64_t kVectorF64MinBytes = int64_t{64} << 20;
+
+// The default's order among the skinny members (lower first): a tile of 16 KiB as instantiated,
+// 32 KiB in the tall direction with a narrow side of at most 16 elements (the tall tile keeps
+// its shared memory whatever the side: tall sides of 5-12 ran the 32 KiB tile 1.00 and the
+// 16 KiB one 0.84-0.95; wide sides of 9-16 ran the 32 KiB one 0.44-0.75 on 2- and 8-byte
+// elements), 0.1 per octave away; 0.2 per octave of tiles below kSkinnyFullTiles; after every
+// tile (score 50 and more) unless the first two boundaries above hold.
+double SkinnyScore(const Problem& p, int64_t len);
+
+// Tiles (thread blocks) of a tile_rows x tile_cols tile's grid on `p`.
+int64_t TileGrid(const Problem& p, int64_t tile_rows, int64_t tile_cols);
 
 // How far a stored problem may be for its winner to answer: beyond it the default is the better
 // guess (measured with bench/answer_eval: docs/lookups.md, "How good the first answer is").
