@@ -19,9 +19,10 @@
 #                                   # (python/bench/polite_gpu.sh: a torch job's bandwidth with and
 #                                   # without the daemon's background tunes), the first answer
 #                                   # through a fresh daemon (python/bench/first_answer_gpu.sh:
-#                                   # ANSWER_NOW's answers on a seeded random set against the
-#                                   # winners of the tunes that follow, both timed side by side:
-#                                   # median/p10/worst), the fleet on a machine with 2 GPUs
+#                                   # ANSWER_NOW's answers on a fresh random set, seed
+#                                   # printed, against the winners of the tunes that
+#                                   # follow, both timed side by side: median/p10/worst),
+#                                   # the fleet on a machine with 2 GPUs
 #                                   # (python/bench/fleet_gpu.sh: a redis-server and a daemon per
 #                                   # GPU; the idle GPU's daemon tunes the busy one's misses;
 #                                   # "skipped" with one GPU); logs in OUTDIR/*, plus

@@ -8,7 +8,9 @@ served a job or two); then it is asked, under ANSWER_NOW, for NEW problems drawn
 random set (FIRST_ANSWER_SEED, FIRST_ANSWER_N) and answers each at once (SOURCE_NEAREST or
 SOURCE_HEURISTIC); then each new problem gets an exhaustive Tune (every candidate measured long,
 in one session: the answered configuration among them), and the ratio is the answered
-configuration's bandwidth over the winner's. Prints one row per problem and a summary (median,
+configuration's bandwidth over the winner's. The seed is fresh each run (printed first, and in
+the JSON) unless FIRST_ANSWER_SEED or SEED sets it: a run's set is new problems for the rule, and
+a printed seed reproduces it. FIRST_ANSWER_N (24) problems: about 1 s each on an H100 or H200. Prints one row per problem and a summary (median,
 p10 = the value at index floor(0.1 * (n - 1)) of the ascending ratios, as bench/answer_eval does,
 worst, how many reach 0.9); writes the JSON to $FIRST_ANSWER_OUT when set. Exit status 1 when a
 call failed or an answered configuration was not among the measured candidates.
@@ -44,8 +46,11 @@ def draw(rng):
 
 
 def main():
-    seed = int(os.environ.get("FIRST_ANSWER_SEED", "26"))
-    n = int(os.environ.get("FIRST_ANSWER_N", "8"))
+    given = os.environ.get("FIRST_ANSWER_SEED") or os.environ.get("SEED")
+    seed = int(given) if given else int.from_bytes(os.urandom(4), "little")
+    n = int(os.environ.get("FIRST_ANSWER_N", "24"))
+    print(f"first answer: seed {seed} ({'given' if given else 'fresh'}; SEED={seed} reproduces "
+          f"the set), {n} problems", flush=True)
     budget = float(os.environ.get("FIRST_ANSWER_TUNE_BUDGET", "60"))
     rng = random.Random(seed)
     new = []

@@ -4,10 +4,12 @@
 # ANSWER_NOW, then tunes each exhaustively; the answered configuration against the winner, both
 # measured side by side in that tune.
 #   python/bench/first_answer_gpu.sh BUNDLE OUTDIR
-# OUTDIR receives first_answer.json, daemon.log and run.log. FIRST_ANSWER_SEED (26) and
-# FIRST_ANSWER_N (8) choose the set; FIRST_ANSWER_TIMEOUT_S (300) bounds the stage. The daemon
-# may queue 64 tunes (the ANSWER_NOW misses' background tunes must leave room for the Tunes). Exit status non-zero when a call failed or an answer was not
-# measured (the quality itself is reported, not judged: issue 26 asks for a median >= 0.9).
+# OUTDIR receives first_answer.json, daemon.log and run.log. The set: FIRST_ANSWER_N (24)
+# problems from a fresh seed, printed, unless FIRST_ANSWER_SEED or SEED is set (SEED=<printed>
+# reproduces a run's set); FIRST_ANSWER_TIMEOUT_S (300) bounds the stage (24 problems: about
+# 25 s on an H100 or H200). The daemon may queue 64 tunes (the ANSWER_NOW misses' background
+# tunes must leave room for the Tunes). Exit status non-zero when a call failed or an answer was
+# not measured (the quality itself is reported, not judged: issue 26 asks for a median >= 0.9).
 set -uo pipefail
 bundle=$(cd "${1:?usage: first_answer_gpu.sh BUNDLE OUTDIR}" && pwd)
 out=${2:?usage: first_answer_gpu.sh BUNDLE OUTDIR}
