@@ -30,16 +30,19 @@ SkinnyShape SkinnyShapeOf(const Problem& p, int64_t nominal_length) {
   SkinnyShape s;
   s.tall = tall;
   s.narrow_bytes = n * p.elem_size();
+  s.instantiated_side = kernels::SkinnyMaxSide(n);
   s.tile_bytes = length * kernels::SkinnyMaxSide(n) * p.elem_size();
   s.tiles = CeilDiv(long_side, length) * p.batch;
   return s;
 }
 
-double SkinnyScore(const Problem& p, int64_t nominal_length) {
+double SkinnyScore(const Problem& p, int64_t nominal_length, bool small_grid) {
   const SkinnyShape s = SkinnyShapeOf(p, nominal_length);
-  // Before every tile while the narrow side is narrow and the grid fills the GPU; else after
-  // every tile (still the answer where no tile is offered).
-  const bool first = s.narrow_bytes <= kSkinnyFirstMaxBytes && s.tiles >= kMinGridTiles;
+  // Before every tile while the narrow side is narrow (in bytes, and in elements: a 16 KiB tile
+  // as instantiated keeps its long-side segments at least kSkinnyMinSegmentBytes) and the
+  // grid is not small; else after every tile (still the answer where no tile is offered).
+  const bool first = s.narrow_bytes <= kSkinnyFirstMaxBytes &&
+                     16384 / s.instantiated_side >= kSkinnyMinSegmentBytes && !small_grid;
   const bool long_tile = s.tall && s.narrow_bytes <= 16 * p.elem_size();
   const double target = long_tile ? 32768 : 16384;
   double score = (first ? -1 : 50) + 0.1 * Log2Ratio(static_cast<double>(s.tile_bytes), target);
@@ -114,11 +117,13 @@ int64_t TileGrid(const Problem& p, int64_t tile_rows, int64_t tile_cols) {
 }
 
 Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& valid) {
-  // A small grid: no synchronous 16-byte tile reaches kMinGridTiles tiles.
+  // A small grid: no synchronous tile of 16-byte accesses (vectors, or 16-byte elements)
+  // reaches kMinGridTiles tiles.
   bool small_grid = true;
   for (const Candidate& c : valid) {
     if (kernels::FamilyAlgorithm(c.params) == kernels::Algorithm::kTile &&
-        Param(c, "vec_bytes", 0) == 16 && Param(c, "async", 0) == 0 &&
+        std::max<int64_t>(Param(c, "vec_bytes", 0), p.elem_size()) >= 16 &&
+        Param(c, "async", 0) == 0 &&
         TileGrid(p, Param(c, "tile_rows", 32), Param(c, "tile_cols", 32)) >= kMinGridTiles) {
       small_grid = false;
       break;
@@ -137,7 +142,7 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
       consider(c, -2);  // CUDA copy: offered only where the layout does not change, a copy's speed
     } else if (cuda == kernels::Algorithm::kSkinny) {
       // CUDA skinny (offered only where the family's skinny path takes the shape): SkinnyScore.
-      consider(c, SkinnyScore(p, Param(c, "tile_rows", 256)));
+      consider(c, SkinnyScore(p, Param(c, "tile_rows", 256), small_grid));
     } else if (cuda == kernels::Algorithm::kTile) {
       // CUDA tile, in this order: 16-byte global accesses (plain or packed-realigning vectors;
       // element-size accesses of 16-byte elements), element-size accesses of 4- and 8-byte

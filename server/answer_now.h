@@ -12,8 +12,8 @@
 // of the problem's valid candidates:
 //   CUDA family (params "algorithm"): `copy` where it is offered (one row or column, the layout
 //     unchanged); where the skinny path is offered (a side up to 256 elements), a skinny tile
-//     (SkinnyScore) while the narrow side is at most kSkinnyFirstMaxBytes and the skinny grid has
-//     at least kMinGridTiles tiles, else a tile as below; otherwise a 16 KiB tile (8 KiB with
+//     (SkinnyScore) while the narrow side is at most kSkinnyFirstMaxBytes and its 16 KiB tile
+//     keeps segments of kSkinnyMinSegmentBytes, on a grid that is not small, else a tile as below; otherwise a 16 KiB tile (8 KiB with
 //     padding for 1-byte elements) of 8 warps with 16-byte accesses where the rows allow them
 //     (plain vectors with an XOR swizzle, or the packed realigning tiles of 1- and 2-byte
 //     elements on misaligned rows; 8-byte elements below kVectorF64MinBytes take element-size
@@ -54,6 +54,7 @@ std::string ShapeClass(const Problem& p);
 struct SkinnyShape {
   bool tall = false;
   int64_t narrow_bytes = 0, tile_bytes = 0, tiles = 0;
+  int64_t instantiated_side = 0;  // the narrow side the kernel is instantiated for (4..256)
 };
 SkinnyShape SkinnyShapeOf(const Problem& p, int64_t len);
 
@@ -63,10 +64,16 @@ SkinnyShape SkinnyShapeOf(const Problem& p, int64_t len);
 //    elements (108-496 B) ran skinny 1.00 with the best tile at 0.50-0.96; at 136 f32 (544 B)
 //    and f64 sides of 104-233 (832-1864 B), batched, the tile won and skinny reached 0.54-0.96;
 inline constexpr int64_t kSkinnyFirstMaxBytes = 512;
-//  - and only with at least 256 tiles: 4730x75 f16 (its longest skinny grid 148 tiles) ran the
-//    1 KiB-row skinny tile at 0.73 of tile32x32/tile16x16 on both GPUs. Where no 16-byte tile
-//    has 256 tiles either (a small grid: 4730x75 f16, at most 148 with 16-byte accesses) the
-//    default is the element-size 32 x 32 tile (the H100's winner there, 444 tiles);
+//  - and only while a 16 KiB tile as instantiated keeps segments of at least 128 bytes along
+//    the long side (a narrow side of at most 128 elements): 6333x151 i16 batch 4 (302 bytes,
+//    64-byte segments) ran skinny at 0.76 of tile64x64.rows4.vec16.realign2 through the daemon
+//    (H100, seed 610426143), as the 64-byte segments of f64 sides of 151-233 (0.54-0.69) did;
+inline constexpr int64_t kSkinnyMinSegmentBytes = 128;
+//  - and not on a small grid: where no 16-byte tile reaches 256 tiles (4730x75 f16: 148 at
+//    most, skinny ones 148 at most too) the element-size 32 x 32 tile answers (1.00 through the
+//    daemon on the H100, where the skinny l512 tile of 74 tiles ran 0.73). A skinny grid smaller
+//    than that beside a larger tile grid is no reason: 7889x12 bf16 batch 8 ran skinny.l256 (248
+//    tiles) as the winner, and the packed realigning tile answered there at 0.58;
 inline constexpr int64_t kMinGridTiles = 256;
 //  - below 512 tiles a skinny tile counts as further from its ideal size: 1048576x8 i8 ran the
 //    32 KiB tile (256 tiles) at 0.88-0.94 of the 16 KiB one (512 tiles), 201x2349 u8 batch 4 the
@@ -83,8 +90,9 @@ inline constexpr int64_t kVectorF64MinBytes = int64_t{64} << 20;
 // its shared memory whatever the side: tall sides of 5-12 ran the 32 KiB tile 1.00 and the
 // 16 KiB one 0.84-0.95; wide sides of 9-16 ran the 32 KiB one 0.44-0.75 on 2- and 8-byte
 // elements), 0.1 per octave away; 0.2 per octave of tiles below kSkinnyFullTiles; after every
-// tile (score 50 and more) unless the first two boundaries above hold.
-double SkinnyScore(const Problem& p, int64_t len);
+// tile (score 50 and more) unless the boundaries above hold. `small_grid`: no 16-byte tile of
+// the problem reaches kMinGridTiles tiles.
+double SkinnyScore(const Problem& p, int64_t len, bool small_grid);
 
 // Tiles (thread blocks) of a tile_rows x tile_cols tile's grid on `p`.
 int64_t TileGrid(const Problem& p, int64_t tile_rows, int64_t tile_cols);

@@ -134,13 +134,22 @@ TEST(AnswerNow, HeuristicOnTheSkinnyBoundary) {
   // A narrow side of at most 512 bytes on a grid of enough tiles: skinny, 16 KiB.
   EXPECT_EQ(pick(P(8987, 124, DType::kF32, 8)), "skinny.l256.rows8");   // 1.00 / 0.96
   EXPECT_EQ(pick(P(2266, 36, DType::kU8, 282)), "skinny.l1024.rows8");  // 0.97 of l2048
-  // 4730x75 f16: 148 tiles at most, skinny or 16-byte; the l512 skinny tile ran 0.73 of
-  // tile32x32 (the H100 winner) / tile16x16 (H200).
+  // 4730x75 f16: a small grid (148 tiles at most, skinny or 16-byte); the l512 skinny tile ran
+  // 0.73 of tile32x32 (the H100 winner) / tile16x16 (H200); tile32x32.rows8.swz then 1.00.
   EXPECT_EQ(pick(P(4730, 75, DType::kF16)), "tile32x32.rows8.swz");
-  // 201x2349 u8 batch 4: the 8 KiB skinny tile of 296 tiles (l1024, 148 tiles: 0.81).
-  EXPECT_EQ(pick(P(201, 2349, DType::kU8, 4)), "skinny.l512.rows8");
+  // 7889x12 bf16 batch 8: 248 skinny tiles beside 496 16-byte ones is no small grid: the
+  // winner skinny.l256 (the packed realigning tile answered 0.58).
+  EXPECT_EQ(pick(P(7889, 12, DType::kBF16, 8)), "skinny.l256.rows8");
   // 8388x36 f64: 525 tiles of l64 (l128, 262 tiles: 0.90-0.95 on the H100).
   EXPECT_EQ(pick(P(8388, 36, DType::kF64)), "skinny.l64.rows8");
+  // A narrow side over 128 elements (64-byte segments at 16 KiB): a tile; 6333x151 i16 batch 4
+  // ran skinny.l512 at 0.76 of tile64x64.rows4.vec16.realign2.
+  EXPECT_EQ(algorithm(pick(P(6333, 151, DType::kI16, 4))), kernels::Algorithm::kTile);
+  // (201x2349 u8 batch 4 too: the H100's winner a tile, skinny.l512 0.98 of it; the H200's
+  // winner skinny.l512.) Up to 128 elements skinny: wide bf16 sides of 71 and 104 ran it 1.00.
+  EXPECT_EQ(algorithm(pick(P(201, 2349, DType::kU8, 4))), kernels::Algorithm::kTile);
+  EXPECT_EQ(pick(P(71, 1603, DType::kBF16, 325)), "skinny.l512.rows8");
+  EXPECT_EQ(pick(P(104, 4413, DType::kBF16, 489)), "skinny.l512.rows8");
   // A narrow side over 512 bytes: a tile (skinny 0.54-0.89 of it).
   EXPECT_EQ(algorithm(pick(P(655, 233, DType::kF64, 228))), kernels::Algorithm::kTile);
   EXPECT_EQ(algorithm(pick(P(151, 6303, DType::kF64, 51))), kernels::Algorithm::kTile);
