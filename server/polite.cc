@@ -48,6 +48,9 @@ Status CheckPoliteOptions(const PoliteOptions& o) {
   if (!(o.window_sample_interval_seconds > 0 && o.window_sample_interval_seconds <= 60))
     return Status::InvalidArgument("--window-sample-interval: must be in (0, 60] seconds, got " +
                                    std::to_string(o.window_sample_interval_seconds));
+  if (!(o.remeasure_idle_seconds >= 0 && o.remeasure_idle_seconds <= 3600))
+    return Status::InvalidArgument("--remeasure-idle-window: must be in [0, 3600] seconds, got " +
+                                   std::to_string(o.remeasure_idle_seconds));
   if (!(o.ceiling_drop >= 0 && o.ceiling_drop < 1))
     return Status::InvalidArgument("--contention-ceiling-drop: must be in [0, 1), got " +
                                    std::to_string(o.ceiling_drop));

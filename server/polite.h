@@ -72,8 +72,12 @@ struct PoliteOptions {
   // A tune whose copy ceiling falls more than this share below the device's idle ceiling at its
   // size (IdleCeilings) is evidence of contention (0: the ceiling is not judged).
   double ceiling_drop = 0.5;
-  // Re-measure results marked as measured under contention once the device is idle.
+  // Re-measure results marked as measured under contention once the device is idle...
   bool remeasure_contended = true;
+  // ...for this long without a busy sample (sampled at the window interval meanwhile): a job
+  // that runs in bursts reads idle between them, and a re-measure started there runs beside
+  // its next burst, marked again, and costs the job its share (0: the first idle sample).
+  double remeasure_idle_seconds = 5;
   // With a shared store: a miss on a busy device first asks the class's idle nodes to tune it,
   // and waits this long for their result before taking the class-wide lease itself (0: never).
   double fleet_defer_seconds = 10;

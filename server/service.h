@@ -339,7 +339,11 @@ class TransposeService {
   // its results measured under contention (NoteContended) as the store holds them.
   void RecallFromStore(int device) EXCLUDES(mu_);
   // On an idle tune thread: queues the re-measurement of one result measured under contention.
+  // TuneLoop calls it only once the device has read idle for a whole
+  // PoliteOptions::remeasure_idle_seconds (RemeasurePending says whether one is due).
   void QueueRemeasure(int device) EXCLUDES(mu_);
+  // Whether a result of the device measured under contention still waits for a re-measurement.
+  bool RemeasurePending(int device) EXCLUDES(mu_);
   // The shared store heard a busy node of class `cls` ask for an idle node to tune `problem`:
   // an idle device of the class with no tune a caller waits for and room in its queue takes it,
   // behind its queued background tunes (on the store's thread).
@@ -388,6 +392,9 @@ class TransposeService {
   // Per device: problems whose stored result was measured under contention, to measure again
   // when idle (at most kMaxContended each), with the re-measurements queued so far.
   static constexpr size_t kMaxContended = 1024;
+  // Each contended result is measured again at most this many times per daemon run (a problem
+  // that measures noisy even on an idle device is not re-tuned forever).
+  static constexpr int kMaxRemeasures = 2;
   std::vector<std::map<std::string, std::pair<Problem, int>>> contended_ GUARDED_BY(mu_);
   LoadBoard load_board_;
   std::vector<std::unique_ptr<CondVar>> wake_;  // one per device, on mu_

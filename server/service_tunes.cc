@@ -62,9 +62,22 @@ std::shared_ptr<TransposeService::Job> TransposeService::PopLocked(int device) {
 }
 
 void TransposeService::TuneLoop(int device) {
-  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(options_.polite.sample_interval_seconds));
-  std::chrono::steady_clock::time_point last_sample{};  // never
+  using SteadyClock = std::chrono::steady_clock;
+  auto duration = [](double seconds) {
+    return std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(seconds));
+  };
+  const auto interval = duration(options_.polite.sample_interval_seconds);
+  const auto window_interval = duration(WindowInterval(options_.polite));
+  const auto remeasure_window = duration(options_.polite.remeasure_idle_seconds);
+  SteadyClock::time_point last_sample{};  // never
+  // Re-measurements start only once the device has read idle for a whole remeasure window,
+  // sampled at the window interval meanwhile: a job that runs in bursts (a duty cycle) reads
+  // idle between them, and one idle sample every idle interval would start a re-measure beside
+  // its next burst.
+  bool idle = false;  // every sample since idle_since read idle
+  SteadyClock::time_point idle_since{};
+  bool confirming = false;  // a re-measure is pending and the window has not passed yet
   RecallFromStore(device);
   while (true) {
     std::shared_ptr<Job> job;
@@ -74,12 +87,13 @@ void TransposeService::TuneLoop(int device) {
       // While idle, the device is sampled every interval (the busy signal stays current for
       // ListDevices and the metrics, and an idle device re-measures contended results).
       while (!shutdown_.load() && queues_[device].empty()) {
-        const auto now = std::chrono::steady_clock::now();
-        if (now - last_sample >= interval) {
+        const auto now = SteadyClock::now();
+        const auto every = confirming ? window_interval : interval;
+        if (now - last_sample >= every) {
           sample_due = true;
           break;
         }
-        wake_[device]->WaitFor(&mu_, last_sample + interval - now);
+        wake_[device]->WaitFor(&mu_, last_sample + every - now);
       }
       if (!sample_due) {
         if (queues_[device].empty()) return;  // shutting down, nothing left to run
@@ -88,17 +102,29 @@ void TransposeService::TuneLoop(int device) {
       }
     }
     if (sample_due) {
-      last_sample = std::chrono::steady_clock::now();
+      last_sample = SteadyClock::now();
       const DeviceLoad load = load_board_.Sample(device, *backends_[device]);
-      if (load.state != LoadState::kBusy && options_.polite.remeasure_contended)
+      confirming = false;
+      if (!options_.polite.remeasure_contended) continue;
+      if (load.state == LoadState::kBusy) {
+        idle = false;
+        continue;
+      }
+      if (!idle) idle = true, idle_since = last_sample;
+      if (last_sample - idle_since >= remeasure_window) {
         QueueRemeasure(device);
+      } else {
+        confirming = RemeasurePending(device);
+      }
       continue;
     }
     if (job->background.load() && options_.polite.duty_cycle <= 0 && !AwaitWindow(device, job)) {
       if (job->abandoned.empty()) continue;  // back in the queue behind an urgent job
     }
     RunJob(device, job);  // clears running_[device] before it answers the waiters
-    last_sample = std::chrono::steady_clock::now();  // RunJob sampled the device
+    last_sample = SteadyClock::now();  // RunJob sampled the device
+    // A busy reading (the tune's sample, or its contention evidence) starts the window again.
+    if (load_board_.Get(device).state == LoadState::kBusy) idle = false;
   }
 }
 
@@ -194,10 +220,16 @@ void TransposeService::NoteContended(int device, const Problem& problem,
   set.emplace(key, std::make_pair(problem, 0));
 }
 
+bool TransposeService::RemeasurePending(int device) {
+  MutexLock l(&mu_);
+  for (const auto& [key, entry] : contended_[device]) {
+    if (entry.second < kMaxRemeasures && inflight_.count(fingerprints_[device] + "|" + key) == 0)
+      return true;
+  }
+  return false;
+}
+
 void TransposeService::QueueRemeasure(int device) {
-  // Each contended result is measured again at most this many times per daemon run (a problem
-  // that measures noisy even on an idle device is not re-tuned forever).
-  constexpr int kMaxRemeasures = 2;
   MutexLock l(&mu_);
   if (shutdown_.load() || !queues_[device].empty() || running_[device]) return;
   for (auto& [key, entry] : contended_[device]) {

@@ -94,6 +94,14 @@ class FakeBackend : public Backend {
     state_->ceiling_s = s;
   }
 
+  // A cold device: the next `calls` ceiling measurements report `s` (clocks still ramping up, or
+  // buffers touched for the first time), the later ones the ceiling median.
+  void set_cold_ceiling(int calls, double s) {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->cold_ceilings = calls;
+    state_->cold_ceiling_s = s;
+  }
+
   // Makes every later Open fail with `s`.
   void set_open_status(Status s) {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -130,6 +138,8 @@ class FakeBackend : public Backend {
     bool held = false;
     std::vector<FakeCandidate> candidates;
     double ceiling_s = 0;
+    int cold_ceilings = 0;
+    double cold_ceiling_s = 0;
     Status open_status;
     int opens = 0;
     int ceilings = 0;
@@ -214,6 +224,10 @@ class FakeBackend : public Backend {
       std::lock_guard<std::mutex> lock(state_->mu);
       ++state_->ceilings;
       state_->log.push_back("ceiling");
+      if (state_->cold_ceilings > 0) {
+        --state_->cold_ceilings;
+        return Scripted(state_->cold_ceiling_s, opt);
+      }
       return Scripted(state_->ceiling_s, opt);
     }
 

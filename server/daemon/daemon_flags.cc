@@ -85,6 +85,10 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* flags) {
                   "measure results that were measured under contention again once the device "
                   "is idle")
       ->capture_default_str();
+  AddInRange(app, "--remeasure-idle-window", &flags->polite.remeasure_idle_seconds, 0.0, 3600.0,
+             "seconds a device must read idle, sampled at --window-sample-interval, before a "
+             "result measured under contention is measured again (a job running in bursts "
+             "reads idle between them; 0: the first idle sample)");
   AddInRange(app, "--max-streams-per-connection", &flags->max_streams_per_connection, 1, 4096,
              "concurrent calls one client connection may have open; more wait in the client "
              "for a free stream (HTTP/2 MAX_CONCURRENT_STREAMS), none is refused");

@@ -266,6 +266,37 @@ TEST_F(PoliteE2ETest, AWaitedForTuneRunsIsMarkedAndMeasuredAgainWhenIdle) {
   EXPECT_NE(Log().find("re-measure queued device=0 problem=64x96"), std::string::npos);
 }
 
+// A job that runs in bursts (a duty cycle) reads idle between them: a re-measure waits for a
+// whole --remeasure-idle-window without a busy sample, sampled at the window interval, and
+// not for the first idle sample (which started it beside the job's next burst, marked again).
+TEST_F(PoliteE2ETest, ARemeasureWaitsForASustainedIdleWindow) {
+  Start(0, {"--remeasure-idle-window", "1.5"});
+  SetLoad(95, 1);
+  ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
+  v1::Answer a;
+  ASSERT_TRUE(Get(GetConfigRequestFor(64, 96, v1::TUNE_IF_MISSING), &a).ok());
+  ASSERT_NE(a.contention(), "");
+  // 4 s of a job busy 0.5 s, idle 0.5 s: idle samples, never 1.5 s of them.
+  for (int i = 0; i < 4; ++i) {
+    SetLoad(0, 1);
+    std::this_thread::sleep_for(500ms);
+    SetLoad(95, 1);
+    std::this_thread::sleep_for(500ms);
+  }
+  EXPECT_EQ(Log().find("re-measure queued device=0 problem=64x96"), std::string::npos) << Log();
+  ASSERT_TRUE(Cached(64, 96, &a).ok());
+  EXPECT_NE(a.contention(), "");
+
+  SetLoad(0, 1);  // the job ends
+  const auto idle = Clock::now();
+  ASSERT_TRUE(WaitFor(20, [&] {
+    return Log().find("re-measure queued device=0 problem=64x96") != std::string::npos;
+  }));
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - idle).count(), 1.4);
+  ASSERT_TRUE(WaitFor(20, [&] { return Cached(64, 96, &a).ok() && a.contention().empty(); }))
+      << a.contention();
+}
+
 TEST_F(PoliteE2ETest, AResultMeasuredIdleIsNeverReplacedByOneUnderContention) {
   Start(0, {});
   v1::Answer first;
