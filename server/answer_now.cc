@@ -31,7 +31,7 @@ SkinnyShape SkinnyShapeOf(const Problem& p, int64_t nominal_length) {
   s.tall = tall;
   s.narrow_bytes = n * p.elem_size();
   s.instantiated_side = kernels::SkinnyMaxSide(n);
-  s.tile_bytes = length * kernels::SkinnyMaxSide(n) * p.elem_size();
+  s.tile_bytes = length * s.instantiated_side * p.elem_size();
   s.tiles = CeilDiv(long_side, length) * p.batch;
   return s;
 }
