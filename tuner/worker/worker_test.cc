@@ -563,9 +563,10 @@ TEST_F(FakeWorkerTest, TheWorkersRequestTimesReachTheTunesBreakdown) {
   EXPECT_EQ(b.count("worker.check"), 4);
   EXPECT_EQ(b.count("worker.check"), b.count("tune.check"));
   EXPECT_EQ(b.count("worker.measure"), b.count("tune.quick") + b.count("tune.final"));
+  EXPECT_EQ(b.count("tune.final.ceiling_warmup"), 1);
   EXPECT_EQ(b.count("worker.ceiling"),
-            b.count("tune.quick.ceiling") + b.count("tune.final.ceiling") +
-                b.count("tune.remeasure.ceiling"));
+            b.count("tune.quick.ceiling") + b.count("tune.final.ceiling_warmup") +
+                b.count("tune.final.ceiling") + b.count("tune.remeasure.ceiling"));
   // The round trip (daemon side) holds the worker's part.
   EXPECT_GE(b.seconds("tune.check"), b.seconds("worker.check"));
 }
