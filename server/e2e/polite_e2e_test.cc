@@ -85,6 +85,41 @@ class PoliteE2ETest : public ::testing::Test {
     EXPECT_TRUE(started.ok()) << started.ToString();
     return d;
   }
+  // Two daemons sharing `redis` (started here): a busy node (95% utilization, another process;
+  // --fleet-defer fleet_defer_s) and an idle one, each with worker delay delay_s; returns once
+  // both report their load state and both shared-store connections are up (on a loaded machine
+  // the idle node's could still be connecting, and the busy node then waited its whole
+  // --fleet-defer and tuned by itself).
+  struct FleetPair {
+    std::unique_ptr<testing::DaemonProcess> busy, idle;
+    std::unique_ptr<v1::Transposer::Stub> busy_stub, idle_stub;
+  };
+  void StartFleetPair(testing::RedisProcess* redis, int fleet_defer_s, double delay_s,
+                      FleetPair* f) {
+    const Status up = redis->Start();
+    ASSERT_TRUE(up.ok()) << up.ToString();
+    const fs::path busy_load = dir_ / "busy-load", idle_load = dir_ / "idle-load";
+    SetLoad(busy_load, 95, 1);
+    SetLoad(idle_load, 2, 1);
+    f->busy = Daemon(busy_load, delay_s,
+                     {"--shared-store", redis->url(), "--fleet-defer",
+                      std::to_string(fleet_defer_s)});
+    f->idle = Daemon(idle_load, delay_s, {"--shared-store", redis->url()});
+    ASSERT_GT(f->busy->port(), 0);
+    ASSERT_GT(f->idle->port(), 0);
+    f->busy_stub = Stub(*f->busy);
+    f->idle_stub = Stub(*f->idle);
+    ASSERT_TRUE(WaitFor(10, [&] { return Load(f->busy_stub.get()).state() == "busy"; }));
+    ASSERT_TRUE(WaitFor(10, [&] { return Load(f->idle_stub.get()).state() == "idle"; }));
+    for (auto* d : {f->busy.get(), f->idle.get()}) {
+      ASSERT_TRUE(WaitFor(10, [&] {
+        std::string bytes;
+        return testing::HealthCheck(d->address(), "transposed.shared_store", &bytes).ok() &&
+               bytes == testing::kServing;
+      }));
+    }
+  }
+
   static std::unique_ptr<v1::Transposer::Stub> Stub(const testing::DaemonProcess& d) {
     return v1::Transposer::NewStub(
         grpc::CreateChannel(d.address(), grpc::InsecureChannelCredentials()));
@@ -358,7 +393,8 @@ TEST_F(PoliteE2ETest, DeferredTunesAreStoredPromptlyOnceTheJobGoesIdle) {
   ASSERT_TRUE(WaitFor(10, [&] { return Load().state() == "busy"; }));
   const int64_t shapes[][2] = {{64, 96}, {96, 64}, {80, 48}, {48, 80}, {32, 72}, {72, 32}};
   v1::Answer a;
-  for (const auto& s : shapes) ASSERT_TRUE(Get(GetConfigRequestFor(s[0], s[1], v1::ANSWER_NOW), &a).ok());
+  for (const auto& s : shapes)
+    ASSERT_TRUE(Get(GetConfigRequestFor(s[0], s[1], v1::ANSWER_NOW), &a).ok());
   ASSERT_TRUE(WaitFor(10, [&] { return Load().background_waiting() == 1; }));
 
   SetLoad(3, 1);  // the job went idle
@@ -393,28 +429,10 @@ TEST_F(PoliteE2ETest, TheDaemonsOwnWorkIsNotTakenForAnotherJobs) {
 
 TEST_F(PoliteE2ETest, ABusyNodesMissIsTunedByAnIdleNodeOfTheClass) {
   testing::RedisProcess redis;
-  const Status up = redis.Start();
-  ASSERT_TRUE(up.ok()) << up.ToString();
-  const fs::path busy_load = dir_ / "busy-load", idle_load = dir_ / "idle-load";
-  SetLoad(busy_load, 95, 1);
-  SetLoad(idle_load, 2, 1);
-  auto busy = Daemon(busy_load, 0.01, {"--shared-store", redis.url(), "--fleet-defer", "30"});
-  auto idle = Daemon(idle_load, 0.01, {"--shared-store", redis.url()});
-  ASSERT_GT(busy->port(), 0);
-  ASSERT_GT(idle->port(), 0);
-  auto busy_stub = Stub(*busy), idle_stub = Stub(*idle);
-  ASSERT_TRUE(WaitFor(10, [&] { return Load(busy_stub.get()).state() == "busy"; }));
-  ASSERT_TRUE(WaitFor(10, [&] { return Load(idle_stub.get()).state() == "idle"; }));
-  // Both nodes' shared-store connections up before the busy node asks for help (on a loaded
-  // machine the idle node's could still be connecting, and the busy node then waited its whole
-  // --fleet-defer and tuned by itself).
-  for (auto* d : {busy.get(), idle.get()}) {
-    ASSERT_TRUE(WaitFor(10, [&] {
-      std::string bytes;
-      return testing::HealthCheck(d->address(), "transposed.shared_store", &bytes).ok() &&
-             bytes == testing::kServing;
-    }));
-  }
+  FleetPair f;
+  ASSERT_NO_FATAL_FAILURE(StartFleetPair(&redis, /*fleet_defer_s=*/30, /*delay_s=*/0.01, &f));
+  auto &busy = f.busy, &idle = f.idle;
+  auto &busy_stub = f.busy_stub, &idle_stub = f.idle_stub;
 
   // A caller on the busy node waits; the idle node tunes; the busy node gets the class's result.
   v1::Answer a;
@@ -443,25 +461,10 @@ TEST_F(PoliteE2ETest, ABusyNodesMissIsTunedByAnIdleNodeOfTheClass) {
 // first tune were ignored and the busy node tuned them itself once --fleet-defer ran out.
 TEST_F(PoliteE2ETest, EveryMissOfABusyNodeIsTunedByTheIdleNode) {
   testing::RedisProcess redis;
-  const Status up = redis.Start();
-  ASSERT_TRUE(up.ok()) << up.ToString();
-  const fs::path busy_load = dir_ / "busy-load", idle_load = dir_ / "idle-load";
-  SetLoad(busy_load, 95, 1);
-  SetLoad(idle_load, 2, 1);
-  auto busy = Daemon(busy_load, 0.05, {"--shared-store", redis.url(), "--fleet-defer", "60"});
-  auto idle = Daemon(idle_load, 0.05, {"--shared-store", redis.url()});
-  ASSERT_GT(busy->port(), 0);
-  ASSERT_GT(idle->port(), 0);
-  auto busy_stub = Stub(*busy), idle_stub = Stub(*idle);
-  ASSERT_TRUE(WaitFor(10, [&] { return Load(busy_stub.get()).state() == "busy"; }));
-  ASSERT_TRUE(WaitFor(10, [&] { return Load(idle_stub.get()).state() == "idle"; }));
-  for (auto* d : {busy.get(), idle.get()}) {
-    ASSERT_TRUE(WaitFor(10, [&] {
-      std::string bytes;
-      return testing::HealthCheck(d->address(), "transposed.shared_store", &bytes).ok() &&
-             bytes == testing::kServing;
-    }));
-  }
+  FleetPair f;
+  ASSERT_NO_FATAL_FAILURE(StartFleetPair(&redis, /*fleet_defer_s=*/60, /*delay_s=*/0.05, &f));
+  auto &busy = f.busy, &idle = f.idle;
+  auto &busy_stub = f.busy_stub, &idle_stub = f.idle_stub;
   const int64_t shapes[][2] = {{64, 96}, {96, 64}, {80, 48}, {48, 80}, {112, 40}, {40, 112}};
   v1::Answer a;
   for (const auto& s : shapes)
