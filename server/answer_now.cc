@@ -129,6 +129,19 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
       break;
     }
   }
+  // 1-byte elements on misaligned rows: the packed realigning tile of 16 KiB only on a grid of
+  // at least kPackedRealignMinTiles of its tiles, else the element-size 64 x 64 tile padded
+  // by one element (a small_packed grid).
+  int64_t packed_tiles = 0;
+  if (p.elem_size() == 1) {
+    for (const Candidate& c : valid) {
+      const int64_t rows = Param(c, "tile_rows", 32), cols = Param(c, "tile_cols", 32);
+      if (kernels::FamilyAlgorithm(c.params) == kernels::Algorithm::kTile &&
+          Param(c, "realign", 0) == 2 && rows * cols == 16384)
+        packed_tiles = std::max(packed_tiles, TileGrid(p, rows, cols));
+    }
+  }
+  const bool small_packed = packed_tiles > 0 && packed_tiles < kPackedRealignMinTiles;
   const Candidate* pick = nullptr;
   double best = std::numeric_limits<double>::infinity();
   auto consider = [&](const Candidate& c, double score) {
@@ -167,12 +180,22 @@ Candidate HeuristicCandidate(const Problem& p, const std::vector<Candidate>& val
       const double tile_bytes =
           static_cast<double>(Param(c, "tile_rows", 32) * Param(c, "tile_cols", 32) * e);
       const bool swizzled = Param(c, "swizzle", 0) == 1;
+      const bool async_or_shift = Param(c, "async", 0) != 0 || realign == 1;
       const double score =
           access + (swizzled == (e != 1) ? 0 : 0.5) + (Param(c, "async", 0) != 0 ? 2 : 0) +
           0.25 * Log2Ratio(static_cast<double>(Param(c, "block_rows", 8)),
                            element_access && e < 16 ? 16 : 8) +
           Log2Ratio(tile_bytes, e == 1 && realign != 2 ? 8192 : 16384) +
           (element_access && e < 16 && Param(c, "tile_cols", 32) != 32 ? 0.5 : 0);
+      if (small_packed && !small_grid) {
+        // The element-size 64 x 64 tile of 8 warps padded by one element; vectors after it.
+        consider(c, (element_access ? 0 : 4) + (async_or_shift ? 2 : 0) +
+                        Log2Ratio(static_cast<double>(Param(c, "tile_rows", 32)), 64) +
+                        Log2Ratio(static_cast<double>(Param(c, "tile_cols", 32)), 64) +
+                        0.25 * Log2Ratio(static_cast<double>(Param(c, "block_rows", 8)), 8) +
+                        (!swizzled && Param(c, "pad", 0) == 1 ? 0 : 0.5));
+        continue;
+      }
       if (small_grid) {
         // A small grid: the element-size 32 x 32 tile of 8 warps (swizzled but for 1-byte
         // elements), whatever the element size; 16-byte accesses after it.

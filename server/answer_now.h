@@ -16,9 +16,10 @@
 //     keeps segments of kSkinnyMinSegmentBytes, on a grid that is not small, else a tile as below; otherwise a 16 KiB tile (8 KiB with
 //     padding for 1-byte elements) of 8 warps with 16-byte accesses where the rows allow them
 //     (plain vectors with an XOR swizzle, or the packed realigning tiles of 1- and 2-byte
-//     elements on misaligned rows; 8-byte elements below kVectorF64MinBytes take element-size
-//     accesses), else with element-size accesses a tile 32 columns wide of 16 warps; never async
-//     or the shifted-row realigning tile unless nothing else is offered; on a small grid (no
+//     elements on misaligned rows, for 1-byte elements only on kPackedRealignMinTiles of them,
+//     else the element-size 64 x 64 tile padded by one element; 8-byte elements below
+//     kVectorF64MinBytes take element-size accesses), else with element-size accesses a tile
+//     32 columns wide of 16 warps; never async or the shifted-row realigning tile unless nothing else is offered; on a small grid (no
 //     16-byte tile has kMinGridTiles tiles) the element-size 32 x 32 tile of 8 warps.
 //     Chosen from measured runs of every configuration (bench/data/, the runs' kernels/*_all.csv
 //     and first-answer stages; the figures and the command that reproduces them:
@@ -84,6 +85,16 @@ inline constexpr int64_t kSkinnyFullTiles = 512;
 //    (536x5152 f64, 22 MB: the 16-byte vector tile reached 0.90-0.94 of tile64x32.rows16.pad1 /
 //    tile16x16.rows2.pad1; at 153 MB-1.2 GB they are within 0-3%).
 inline constexpr int64_t kVectorF64MinBytes = int64_t{64} << 20;
+
+//  - 1-byte elements on misaligned rows: the packed realigning tile of 16 KiB only where its grid
+//    has at least 1600 tiles, else the element-size 64 x 64 tile padded by one element
+//    (tile64x64.rows8.pad1): at 792-1440 tiles of the packed tile (4097x3001 i8 on every run,
+//    2781x6589, 1115x16533 and 969x23035 u8) it ran 0.96-1.00 of the winner (usually the same
+//    tile padded by 4 bytes: 0.86-1.00), the packed tile 0.87-0.98; at 1780 (89x543x510 u8) 0.98
+//    and 0.99; from 1794 (9891x2837, 34x1668x464, 19373x1545, 5589x6923 u8) the packed tile won
+//    and the padded one ran 0.84-0.92. 10312x181 u8 batch 2 (324 packed tiles) ran the packed
+//    tile at 0.69 of tile64x32.rows8.pad1 through the daemon (H200, seed 2564063369).
+inline constexpr int64_t kPackedRealignMinTiles = 1600;
 
 // The default's order among the skinny members (lower first): a tile of 16 KiB as instantiated,
 // 32 KiB in the tall direction with a narrow side of at most 16 elements (the tall tile keeps

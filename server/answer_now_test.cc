@@ -118,9 +118,32 @@ TEST(AnswerNow, HeuristicTakesTheMeasuredDefaultsOfEachClass) {
   EXPECT_EQ(pick(P(100229, 4519, DType::kF32)), "tile128x32.rows16.pad1");
   // Aligned 1-byte rows: the 8 KiB padded vector tile (was 128x128 swizzled).
   EXPECT_EQ(pick(P(3904, 15744, DType::kU8)), "tile64x128.rows8.vec16.pad4");
-  // Misaligned 1- and 2-byte rows: the packed realigning tiles of 16 KiB.
-  EXPECT_EQ(pick(P(4097, 3001, DType::kU8)), "tile128x128.rows8.vec16.realign2.swz");
+  // Misaligned 1- and 2-byte rows: the packed realigning tiles of 16 KiB (1-byte elements on
+  // a grid of at least kPackedRealignMinTiles of them: HeuristicOnSmallPackedGrids; 4097x3001
+  // u8, 792 tiles, answered it before that rule).
+  EXPECT_EQ(pick(P(8193, 6001, DType::kU8)), "tile128x128.rows8.vec16.realign2.swz");
   EXPECT_EQ(pick(P(4097, 3001, DType::kBF16)), "tile128x64.rows8.vec16.realign2.swz");
+}
+
+// 1-byte elements on misaligned rows where the packed realigning tile of 16 KiB has fewer than
+// kPackedRealignMinTiles tiles: the element-size 64 x 64 tile padded by one element. Measured
+// (every run's kernels/*_all.csv and bench/data, H100 and H200, driver 580.159.04, 2026-11-27):
+// the packed tile / the padded tile, of the winner.
+TEST(AnswerNow, HeuristicOnSmallPackedGrids) {
+  auto pick = [](const Problem& p) { return HeuristicCandidate(p, CudaCandidates(p)).name; };
+  EXPECT_EQ(pick(P(4097, 3001, DType::kI8)), "tile64x64.rows8.pad1");    // 792: 0.93-1.00 / 0.96-1.00
+  EXPECT_EQ(pick(P(4097, 3001, DType::kU8)), "tile64x64.rows8.pad1");
+  EXPECT_EQ(pick(P(2781, 6589, DType::kU8)), "tile64x64.rows8.pad1");    // 1144: 0.87 / 0.96
+  EXPECT_EQ(pick(P(1115, 16533, DType::kU8)), "tile64x64.rows8.pad1");   // 1170: 0.88 / 0.98
+  EXPECT_EQ(pick(P(969, 23035, DType::kU8)), "tile64x64.rows8.pad1");    // 1440: 0.96 / 0.96
+  // Through the daemon (H200, seed 2564063369): the packed tile ran 0.69 of tile64x32.rows8.pad1.
+  EXPECT_EQ(pick(P(10312, 181, DType::kU8, 2)), "tile64x64.rows8.pad1");  // 324
+  // From 1794 packed tiles the packed tile won; the padded one ran 0.84-0.92.
+  EXPECT_EQ(pick(P(9891, 2837, DType::kU8)), "tile128x128.rows8.vec16.realign2.swz");
+  EXPECT_EQ(pick(P(1668, 464, DType::kU8, 34)), "tile128x128.rows8.vec16.realign2.swz");
+  EXPECT_EQ(pick(P(5589, 6923, DType::kU8)), "tile128x128.rows8.vec16.realign2.swz");
+  // Aligned 1-byte rows (no packed tile offered) keep the padded vector tile.
+  EXPECT_EQ(pick(P(2048, 1024, DType::kU8)), "tile64x128.rows8.vec16.pad4");
 }
 
 // The first answer's misses through a real daemon (python/bench/first_answer_gpu.sh, seed 26, H100
