@@ -234,6 +234,34 @@ def extract_polite(run):
     return {"modes": modes, "fleet": fleet}
 
 
+ANSWER_EVAL_COLD = re.compile(
+    r"answer_eval: (\d+) problems \(cold store\), ANSWER_NOW answer / tuned winner: "
+    r"median ([\d.]+), p10 ([\d.]+), worst ([\d.]+) \(([^)]*)\); (\d+)/\d+ >= 0.9")
+
+
+def extract_first_answer(run):
+    """The first answer under ANSWER_NOW against the tuned winner: through a fresh daemon
+    (python/bench/first_answer_gpu.sh: first_answer/first_answer.json) and offline over the
+    benchmark's measured configurations (bench/answer_eval, cold store: kernels/answer_eval.log);
+    None without either."""
+    out = {}
+    f = run.json("first_answer/first_answer.json")
+    if f and f.get("rows"):
+        worst = min(f["rows"], key=lambda r: r["ratio"])
+        out["daemon"] = {"seed": f["seed"], "problems": f["n"], "median": round(f["median"], 3),
+                         "p10": round(f["p10"], 3), "worst": round(f["worst"], 3),
+                         "worst_problem": worst["problem"], "at_least_0_9": f["at_least_0_9"]}
+    text = run.text("kernels/answer_eval.log") or ""
+    m = None
+    for m in ANSWER_EVAL_COLD.finditer(text):
+        pass  # the last cold-store line
+    if m:
+        out["offline"] = {"problems": int(m.group(1)), "median": float(m.group(2)),
+                          "p10": float(m.group(3)), "worst": float(m.group(4)),
+                          "worst_problem": m.group(5), "at_least_0_9": int(m.group(6))}
+    return out or None
+
+
 def extract(args):
     run = Run(args.outdir)
     if "kernels/bench.csv" not in run.files:
@@ -243,7 +271,8 @@ def extract(args):
     data = {"format": FORMAT, "gpu": gpu_key(meta.get("device", "unknown")), "meta": meta,
             "fixed": extract_fixed(run), "random": extract_random(run),
             "torch": extract_torch(run), "user_path": extract_user_path(run),
-            "tune": extract_tune(run), "polite": extract_polite(run)}
+            "tune": extract_tune(run), "polite": extract_polite(run),
+            "first_answer": extract_first_answer(run)}
     os.makedirs(args.into, exist_ok=True)
     path = os.path.join(args.into, data["gpu"] + ".json")
     with open(path, "w", encoding="utf-8") as f:
@@ -431,6 +460,25 @@ def render_gpu(d):
                      "node) | "
                      + (f"{fl['stored_after_ask_s']:.1f} s" if fl["stored_after_ask_s"] is not None
                         else "not all") + " |")
+        o.append("")
+
+    fa = d.get("first_answer")
+    if fa:  # runs of a commit that has python/bench/first_answer_gpu.sh's figures extracted
+        o.append("### The first answer against the tuned winner\n")
+        o.append("What a job runs on while its problem's background tune waits: the `ANSWER_NOW` "
+                 "answer's bandwidth over the tuned winner's, measured side by side "
+                 "([lookups.md](lookups.md#how-good-the-first-answer-is)).\n")
+        o.append("| set | problems | median | p10 | worst | >= 0.9 |")
+        o.append("|---|---:|---:|---:|---:|---:|")
+        rows = [("daemon", "through a fresh daemon (python/bench/first_answer_gpu.sh, seed {seed})"),
+                ("offline", "offline over the benchmark's configurations (bench/answer_eval, "
+                            "cold store)")]
+        for key, label in rows:
+            r = fa.get(key)
+            if r:
+                o.append(f"| {label.format(**r)} | {r['problems']} | {r['median']:.3f} | "
+                         f"{r['p10']:.3f} | {r['worst']:.3f} ({r['worst_problem']}) | "
+                         f"{r['at_least_0_9']} |")
         o.append("")
     return "\n".join(o)
 

@@ -2,7 +2,7 @@
 """perf_report.py's extraction, on a run output made here: a deploy/gpu.sh run directory with the
 files the GPU scripts write (kernels/bench.log and bench.csv, kernels/random.csv,
 python/python_gpu.json, user_path/user_path.json, backend/tune_eval.csv, polite/duty.json,
-fleet/fleet.json, run.txt) packed into
+fleet/fleet.json, first_answer/first_answer.json, kernels/answer_eval.log, run.txt) packed into
 logs.tar.gz as gpu.sh packs it. Checks that the device, driver, commit and figures land in
 <gpu>.json and on the rendered page, and that a page edited by hand fails `render --check`.
 CTest perf_report_extract (label unit).
@@ -68,6 +68,14 @@ FILES = {
         "loss_mean_pct": 1.04, "worst_window_loss_pct": 6.2, "tuned_during_job": 0,
         "first_answer_sources": ["SOURCE_HEURISTIC"] * 6, "asked_to_idle_s": 12.5,
         "all_tuned_after_idle_s": 4.04}),
+    "first_answer/first_answer.json": json.dumps({
+        "seed": 7, "n": 2, "median": 0.95, "p10": 0.9, "worst": 0.9, "at_least_0_9": 2,
+        "rows": [{"problem": "100x7 f32", "ratio": 1.0}, {"problem": "9x10877 i16", "ratio": 0.9}]}),
+    "kernels/answer_eval.log": (
+        "answer_eval: 43 problems (store of 4, seed 1), ANSWER_NOW answer / tuned winner: median "
+        "0.5, p10 0.5, worst 0.5 (x); 1/43 >= 0.9; 2 nearest, 41 heuristic; 0 skipped\n"
+        "answer_eval: 43 problems (cold store), ANSWER_NOW answer / tuned winner: median 0.999, "
+        "p10 0.979, worst 0.870 (22784x1600 u8); 42/43 >= 0.9; 0 nearest, 43 heuristic\n"),
     "fleet/fleet.json": json.dumps({
         "problems": ["a", "b", "c"], "measured_on": {"a": "idle node", "b": "idle node",
                                                      "c": "busy node"},
@@ -128,6 +136,11 @@ def main():
         expect(po["modes"]["duty"]["stored_after_ask_s"] == 16.5 and "wait" not in po["modes"]
                and po["fleet"]["on_idle_node"] == 2 and len(po["fleet"]["failures"]) == 1,
                f"polite {po}")
+        fa = d["first_answer"]
+        expect(fa["daemon"]["worst_problem"] == "9x10877 i16" and fa["daemon"]["seed"] == 7
+               and fa["offline"] == {"problems": 43, "median": 0.999, "p10": 0.979,
+                                     "worst": 0.87, "worst_problem": "22784x1600 u8",
+                                     "at_least_0_9": 42}, f"first answer {fa}")
         t = d["tune"]
         expect(t == {"problems": 2, "within_2pct": 1, "worst_pick_vs_exhaustive_pct": 97.0,
                      "median_tune_s": 0.407, "max_tune_s_up_to_1gib": 0.563}, f"tune {t}")
@@ -148,7 +161,9 @@ def main():
                        "| one node, duty cycle (default) | 6 | 1.0% / 6.2% | 0 | 16.5 s (4.0 s "
                        "after the job went idle) |",
                        "| two nodes: the idle one tunes | 3 | 0.3% / 2.0% | 2 (on the idle node) "
-                       "| 3.3 s |"]:
+                       "| 3.3 s |",
+                       "seed 7) | 2 | 0.950 | 0.900 | 0.900 (9x10877 i16) | 2 |",
+                       "cold store) | 43 | 0.999 | 0.979 | 0.870 (22784x1600 u8) | 42 |"]:
             expect(needle in text, f"page lacks {needle!r}")
         r = run("render", "--inputs", inputs, "--out", page, "--check")
         expect(r.returncode == 0, f"--check of a fresh page exited {r.returncode}")
