@@ -33,16 +33,28 @@ SkinnyShape SkinnyShapeOf(const Problem& p, int64_t nominal_length) {
   s.instantiated_side = kernels::SkinnyMaxSide(n);
   s.tile_bytes = length * s.instantiated_side * p.elem_size();
   s.tiles = CeilDiv(long_side, length) * p.batch;
+  // The strided side: the output's long rows in the tall direction (moved as 16-byte windows
+  // around each segment: kernels::SegmentWindows), the input's in the wide one.
+  s.strided_aligned = (tall ? p.out_ld() : p.in_ld()) * p.elem_size() % 16 == 0;
   return s;
 }
 
 double SkinnyScore(const Problem& p, int64_t nominal_length, bool small_grid) {
   const SkinnyShape s = SkinnyShapeOf(p, nominal_length);
-  // Before every tile while the narrow side is narrow (in bytes, and in elements: a 16 KiB tile
-  // as instantiated keeps its long-side segments at least kSkinnyMinSegmentBytes) and the
-  // grid is not small; else after every tile (still the answer where no tile is offered).
-  const bool first = s.narrow_bytes <= kSkinnyFirstMaxBytes &&
-                     16384 / s.instantiated_side >= kSkinnyMinSegmentBytes && !small_grid;
+  // Before every tile on a grid that is not small while:
+  //  - tall, with the output's long rows 16-byte aligned (whole 16-byte windows), whatever the
+  //    element size and side;
+  //  - wide, with elements of at most kSkinnyWideMaxElemBytes, whatever the side;
+  //  - otherwise while the narrow side is narrow (in bytes, and in elements: a 16 KiB tile as
+  //    instantiated keeps its long-side segments at least kSkinnyMinSegmentBytes);
+  //  and for 1-byte elements below the family's widest side (256 aligned bytes: the 8 KiB
+  //  vector tile's). Else after every tile (still the answer where no tile is offered).
+  const bool narrow = s.narrow_bytes <= kSkinnyFirstMaxBytes &&
+                      16384 / s.instantiated_side >= kSkinnyMinSegmentBytes;
+  const bool wide_small = !s.tall && p.elem_size() <= kSkinnyWideMaxElemBytes;
+  const bool full_u8 = p.elem_size() == 1 && s.narrow_bytes >= kernels::kSkinnyMaxSide;
+  const bool first =
+      !small_grid && !full_u8 && ((s.tall && s.strided_aligned) || wide_small || narrow);
   const bool long_tile = s.tall && s.narrow_bytes <= 16 * p.elem_size();
   const double target = long_tile ? 32768 : 16384;
   double score = (first ? -1 : 50) + 0.1 * Log2Ratio(static_cast<double>(s.tile_bytes), target);

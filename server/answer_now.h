@@ -12,8 +12,11 @@
 // of the problem's valid candidates:
 //   CUDA family (params "algorithm"): `copy` where it is offered (one row or column, the layout
 //     unchanged); where the skinny path is offered (a side up to 256 elements), a skinny tile
-//     (SkinnyScore) while the narrow side is at most kSkinnyFirstMaxBytes and its 16 KiB tile
-//     keeps segments of kSkinnyMinSegmentBytes, on a grid that is not small, else a tile as below; otherwise a 16 KiB tile (8 KiB with
+//     (SkinnyScore) on a grid that is not small when the problem is tall with 16-byte aligned
+//     output rows, or wide with elements of at most kSkinnyWideMaxElemBytes, or its narrow side
+//     is at most kSkinnyFirstMaxBytes and its 16 KiB tile keeps segments of
+//     kSkinnyMinSegmentBytes (1-byte elements: below 256), else a tile as below; otherwise a
+//     16 KiB tile (8 KiB with
 //     padding for 1-byte elements) of 8 warps with 16-byte accesses where the rows allow them
 //     (plain vectors with an XOR swizzle, or the packed realigning tiles of 1- and 2-byte
 //     elements on misaligned rows, for 1-byte elements only on kPackedRealignMinTiles of them,
@@ -56,11 +59,23 @@ struct SkinnyShape {
   bool tall = false;
   int64_t narrow_bytes = 0, tile_bytes = 0, tiles = 0;
   int64_t instantiated_side = 0;  // the narrow side the kernel is instantiated for (4..256)
+  bool strided_aligned = false;    // the strided side's rows (tall: output, wide: input) are
+                                   // 16-byte aligned
 };
 SkinnyShape SkinnyShapeOf(const Problem& p, int64_t len);
 
 // Measured boundaries of the default (H100 and H200, driver 580.159.04, 2026-11-27; the runs'
 // kernels/*_all.csv and first_answer/ logs, bench/data/):
+//  - skinny before the tiles on a tall problem whose output rows (the long side, moved as
+//    16-byte windows) are 16-byte aligned, and on a wide one of elements of at most
+//    kSkinnyWideMaxElemBytes, whatever the side (issue 26 item 5: 63 problems of narrow side
+//    67-256 on an H200, 12 of them on an H100, 2026-11-27; docs/lookups.md): tall aligned u8 to
+//    f64 sides of 67-250 and wide 1- to 4-byte sides of 96-255 ran their best skinny tile at
+//    0.95-1.00 of the winner (the answered one 0.86-1.00) where the tile answered 0.34-0.94;
+//    1-byte elements only below 256 (300000x256 and
+//    256x300000 u8 ran skinny 0.91 / 0.86 of the 8 KiB vector tile). Otherwise (tall with
+//    misaligned output rows, wide 8- and 16-byte elements: 100x100000 f64 skinny 0.90,
+//    8x160x10000 f64 0.78 of the tile):
 //  - skinny before the tiles only while the narrow side is at most 512 bytes: f32 sides of 27-124
 //    elements (108-496 B) ran skinny 1.00 with the best tile at 0.50-0.96; at 136 f32 (544 B)
 //    and f64 sides of 104-233 (832-1864 B), batched, the tile won and skinny reached 0.54-0.96;
@@ -70,6 +85,8 @@ inline constexpr int64_t kSkinnyFirstMaxBytes = 512;
 //    64-byte segments) ran skinny at 0.76 of tile64x64.rows4.vec16.realign2 through the daemon
 //    (H100, seed 610426143), as the 64-byte segments of f64 sides of 151-233 (0.54-0.69) did;
 inline constexpr int64_t kSkinnyMinSegmentBytes = 128;
+// The widest element (bytes) of the wide direction's skinny answer whatever the side (above).
+inline constexpr int64_t kSkinnyWideMaxElemBytes = 4;
 //  - and not on a small grid: where no 16-byte tile reaches 256 tiles (4730x75 f16: 148 at
 //    most, skinny ones 148 at most too) the element-size 32 x 32 tile answers (1.00 through the
 //    daemon on the H100, where the skinny l512 tile of 74 tiles ran 0.73). A skinny grid smaller

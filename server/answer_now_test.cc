@@ -165,12 +165,12 @@ TEST(AnswerNow, HeuristicOnTheSkinnyBoundary) {
   EXPECT_EQ(pick(P(7889, 12, DType::kBF16, 8)), "skinny.l256.rows8");
   // 8388x36 f64: 525 tiles of l64 (l128, 262 tiles: 0.90-0.95 on the H100).
   EXPECT_EQ(pick(P(8388, 36, DType::kF64)), "skinny.l64.rows8");
-  // A narrow side over 128 elements (64-byte segments at 16 KiB): a tile; 6333x151 i16 batch 4
-  // ran skinny.l512 at 0.76 of tile64x64.rows4.vec16.realign2.
+  // Tall with misaligned output rows and a narrow side over 128 elements (64-byte segments at
+  // 16 KiB): a tile; 6333x151 i16 batch 4 (12666-byte rows) ran skinny.l512 at 0.76 of
+  // tile64x64.rows4.vec16.realign2 through the daemon, the best skinny tile 0.90 / 0.96 in
+  // transpose_bench (H100 / H200).
   EXPECT_EQ(algorithm(pick(P(6333, 151, DType::kI16, 4))), kernels::Algorithm::kTile);
-  // (201x2349 u8 batch 4 too: the H100's winner a tile, skinny.l512 0.98 of it; the H200's
-  // winner skinny.l512.) Up to 128 elements skinny: wide bf16 sides of 71 and 104 ran it 1.00.
-  EXPECT_EQ(algorithm(pick(P(201, 2349, DType::kU8, 4))), kernels::Algorithm::kTile);
+  // Up to 128 elements skinny: wide bf16 sides of 71 and 104 ran it 1.00.
   EXPECT_EQ(pick(P(71, 1603, DType::kBF16, 325)), "skinny.l512.rows8");
   EXPECT_EQ(pick(P(104, 4413, DType::kBF16, 489)), "skinny.l512.rows8");
   // A narrow side over 512 bytes: a tile (skinny 0.54-0.89 of it).
@@ -178,6 +178,32 @@ TEST(AnswerNow, HeuristicOnTheSkinnyBoundary) {
   EXPECT_EQ(algorithm(pick(P(151, 6303, DType::kF64, 51))), kernels::Algorithm::kTile);
   EXPECT_EQ(algorithm(pick(P(938, 136, DType::kF32, 117))), kernels::Algorithm::kTile);
   EXPECT_EQ(algorithm(pick(P(311, 104, DType::kF64, 118))), kernels::Algorithm::kTile);
+  // Issue 26 item 5 (transpose_bench --all-csv on 63 problems of narrow side 67-256, H200, and
+  // 12 of them on an H100, driver 580.159.04, 2026-11-27; docs/lookups.md): the skinny tile
+  // answered / the tile that answered before, of the winner (H100 / H200 where both ran).
+  // Wide, elements of at most 4 bytes, sides of 129-255 or over 512 bytes: skinny.
+  EXPECT_EQ(algorithm(pick(P(151, 9819, DType::kF16))), kernels::Algorithm::kSkinny);  // 0.93 / 0.79
+  EXPECT_EQ(pick(P(204, 1266, DType::kF32, 8)), "skinny.l256.rows8");    // 0.95-0.99 / 0.86-0.91
+  EXPECT_EQ(pick(P(200, 131072, DType::kU8, 4)), "skinny.l1024.rows8");  // 0.95-0.99 / 0.53-0.67
+  EXPECT_EQ(pick(P(140, 60000, DType::kI16, 3)), "skinny.l512.rows8");   // 1.00 / 0.59-0.67
+  EXPECT_EQ(pick(P(180, 100000, DType::kF32)), "skinny.l256.rows8");     // 1.00 / 0.67
+  // (201x2349 u8 batch 4: the H100's winner a tile, skinny.l512 0.98 of it; the H200's winner
+  // skinny.l512.)
+  EXPECT_EQ(algorithm(pick(P(201, 2349, DType::kU8, 4))), kernels::Algorithm::kSkinny);
+  // Tall with 16-byte aligned output rows, whatever the side and element size: skinny.
+  EXPECT_EQ(pick(P(300000, 200, DType::kF16)), "skinny.l512.rows8");     // 0.97 / 0.34
+  EXPECT_EQ(pick(P(40000, 160, DType::kU8, 4)), "skinny.l1024.rows8");   // 0.89-1.00 / 0.40-0.49
+  EXPECT_EQ(pick(P(20000, 220, DType::kF32, 4)), "skinny.l256.rows8");   // 1.00 / 0.63
+  EXPECT_EQ(pick(P(6168, 67, DType::kF64)), "skinny.l128.rows8");        // 1.00 / 0.90-0.92
+  EXPECT_EQ(pick(P(5000, 250, DType::kF64, 8)), "skinny.l128.rows8");    // 1.00 / 0.87
+  // The full 256-element side: skinny but for 1-byte elements (skinny 0.91 and 0.86 of the
+  // 8 KiB vector tile, which wins there); f16 and f32: skinny 0.98-1.00, the tile 0.82-0.91.
+  EXPECT_EQ(pick(P(300000, 256, DType::kU8)), "tile64x128.rows8.vec16.pad4");
+  EXPECT_EQ(pick(P(256, 300000, DType::kU8)), "tile64x128.rows8.vec16.pad4");
+  EXPECT_EQ(pick(P(30000, 256, DType::kF16, 8)), "skinny.l512.rows8");
+  EXPECT_EQ(pick(P(256, 50000, DType::kF32)), "skinny.l256.rows8");
+  // Wide 8-byte elements keep the byte bound: 100x100000 f64 ran skinny at 0.90 of the tile.
+  EXPECT_EQ(algorithm(pick(P(100, 100000, DType::kF64))), kernels::Algorithm::kTile);
   // Where no tile is offered the skinny tile still answers.
   for (const Problem& p : {P(4730, 75, DType::kF16), P(655, 233, DType::kF64, 228)}) {
     std::vector<Candidate> skinny_only;
