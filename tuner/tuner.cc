@@ -7,6 +7,8 @@
 #include <numeric>
 #include <utility>
 
+#include "core/placements.h"
+
 namespace transposed {
 namespace {
 
@@ -61,27 +63,14 @@ struct RoundAccumulator {
   }
 
   // The median of the round medians (robust to one disturbed round), the extreme min and max,
-  // and the total sample count.
+  // and the total sample count: the combination of core/placements.h, over rounds instead of
+  // buffer placements (the method is the last round's, with its count of final rounds).
   Measurement Combine() const {
     if (!error.empty()) return Measurement::Invalid(error);
     if (rounds.empty()) return Measurement::Invalid("no final round completed");
-    std::vector<double> medians;
-    Measurement c;
-    c.valid = true;
-    c.min_s = rounds.front().min_s;
-    c.max_s = rounds.front().max_s;
-    for (const Measurement& r : rounds) {
-      medians.push_back(r.median_s);
-      c.min_s = std::min(c.min_s, r.min_s);
-      c.max_s = std::max(c.max_s, r.max_s);
-      c.samples += r.samples;
-      c.warmup += r.warmup;
-    }
-    std::sort(medians.begin(), medians.end());
-    const size_t n = medians.size();
-    c.median_s = n % 2 == 1 ? medians[n / 2] : 0.5 * (medians[n / 2 - 1] + medians[n / 2]);
+    Measurement c = CombinePlacements(rounds);
     c.method = rounds.back().method;
-    c.method.final_rounds = static_cast<int>(n);
+    c.method.final_rounds = static_cast<int>(rounds.size());
     return c;
   }
 };
