@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Validates deploy/kubernetes/*.yaml (CTest `kubernetes_manifests`, label unit):
+# Validates deploy/kubernetes/*.yaml and the Helm chart deploy/helm/transposed rendered by
+# render.mjs with its defaults and with each of its ci/*-values.yaml (CTest
+# `kubernetes_manifests`, label unit):
 #   deploy/kubernetes/validate/check.sh [PATH/TO/transposed]
 # With the daemon binary, every flag the manifests pass to it must be one it knows.
 # The validator's npm packages are installed by deploy/install-deps.sh --ci (npm ci, pinned by
@@ -19,11 +21,22 @@ missing() {
 command -v node >/dev/null || missing "node is not installed"
 [ -d "$here/node_modules/kubernetes-models" ] ||
   missing "the validator's packages are missing in $here/node_modules"
+[ -d "$here/node_modules/@kubernetes-models/prometheus-operator" ] ||
+  missing "the validator's package @kubernetes-models/prometheus-operator is missing (npm ci in $here)"
 args=()
 if [ $# -ge 1 ]; then
   help=$(mktemp)
-  trap 'rm -f "$help"' EXIT
   "$1" --help > "$help"
   args=(--daemon-help "$help")
 fi
-exec node "$here/validate.mjs" "${args[@]}" "$here"/../*.yaml
+# The chart: render.mjs's own checks, then one render per values set, all through validate.mjs.
+chart="$here/../../helm/transposed"
+rendered=$(mktemp -d)
+trap 'rm -rf "$rendered" ${help:+"$help"}' EXIT
+node "$here/render_test.mjs"
+node "$here/render.mjs" "$chart" --namespace transposed -o "$rendered/chart-defaults.yaml"
+for values in "$chart"/ci/*-values.yaml; do
+  node "$here/render.mjs" "$chart" --namespace transposed -f "$values" \
+    -o "$rendered/chart-$(basename "$values" .yaml).yaml"
+done
+node "$here/validate.mjs" "${args[@]}" "$here"/../*.yaml "$rendered"/*.yaml

@@ -20,6 +20,8 @@ import { parseAllDocuments } from "yaml";
 
 const require = createRequire(import.meta.url);
 const modelsRoot = path.dirname(require.resolve("kubernetes-models/package.json"));
+// Custom resources the chart may render (the ServiceMonitor), same layout and Ajv validators.
+const crdRoots = [path.dirname(require.resolve("@kubernetes-models/prometheus-operator/package.json"))];
 const machineryRoot = path.dirname(require.resolve("@kubernetes-models/apimachinery/package.json"));
 
 // --- the field lists of every type, from the .d.ts declarations --------------------------------
@@ -56,28 +58,35 @@ function loadInterface(file) {
       if (c === "}") { if (depth === 0) break; depth--; }
       body += c;
     }
-    // body: "name"?: TYPE; ... with TYPE possibly "{ [key: string]: T; }"
-    let j = 0;
-    while (true) {
-      const m = /"([^"]+)"\??:\s*/g;
-      m.lastIndex = j;
-      const hit = m.exec(body);
-      if (!hit) break;
-      let k = m.lastIndex, d = 0, type = "";
-      for (; k < body.length; ++k) {
-        const c = body[k];
-        if (c === "{" || c === "<") d++;
-        if (c === "}" || c === ">") d--;
-        if (c === ";" && d === 0) break;
-        type += c;
-      }
-      props.set(hit[1], type.trim());
-      j = k + 1;
-    }
+    for (const [k, v] of parseProps(body)) props.set(k, v);
   }
   const entry = { file, props, imports };
   interfaces.set(file, entry);
   return entry;
+}
+
+// The fields of an interface body or inline object type: `"name"?: TYPE; ...`, where TYPE may
+// itself be an inline object (`{ "a"?: T; }`, as in the CRD models) or `{ [key: string]: T; }`.
+function parseProps(body) {
+  const props = new Map();
+  let j = 0;
+  while (true) {
+    const m = /"([^"]+)"\??:\s*/g;
+    m.lastIndex = j;
+    const hit = m.exec(body);
+    if (!hit) break;
+    let k = m.lastIndex, d = 0, type = "";
+    for (; k < body.length; ++k) {
+      const c = body[k];
+      if (c === "{" || c === "<") d++;
+      if (c === "}" || c === ">") d--;
+      if (c === ";" && d === 0) break;
+      type += c;
+    }
+    props.set(hit[1], type.trim());
+    j = k + 1;
+  }
+  return props;
 }
 
 // Checks `value` against the type text `type` declared in `owner`; reports unknown fields.
@@ -91,6 +100,10 @@ function checkType(value, type, owner, where, problems) {
   if ((m = type.match(/^\{\s*\[key: string\]:\s*(.*?);?\s*\}$/s))) {
     if (value && typeof value === "object" && !Array.isArray(value))
       for (const [k, v] of Object.entries(value)) checkType(v, m[1], owner, `${where}.${k}`, problems);
+    return;
+  }
+  if (type.startsWith("{") && type.endsWith("}") && type.includes('"')) {
+    checkObject(value, { props: parseProps(type.slice(1, -1)), imports: owner.imports }, where, problems);
     return;
   }
   if (/^IIo\w+$/.test(type) && owner.imports.get(type)) {
@@ -115,9 +128,11 @@ function checkObject(value, iface, where, problems) {
 function modelFiles(apiVersion, kind) {
   if (!/^[A-Za-z0-9]+$/.test(kind) || !/^[a-z0-9.\-]*\/?[a-z0-9]+$/.test(apiVersion)) return null;
   const dir = apiVersion;  // "v1" or "apps/v1" or "networking.k8s.io/v1": the package's layout
-  const base = path.join(modelsRoot, dir, kind);
-  if (!fs.existsSync(base + ".mjs")) return null;
-  return { module: base + ".mjs", dts: base + ".d.ts" };
+  for (const root of [modelsRoot, ...crdRoots]) {
+    const base = path.join(root, dir, kind);
+    if (fs.existsSync(base + ".mjs")) return { module: base + ".mjs", dts: base + ".d.ts" };
+  }
+  return null;
 }
 
 async function validateDocument(doc, where, problems) {
