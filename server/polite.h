@@ -13,7 +13,7 @@
 // evidence_seconds stands for it (GPU backends only: the CPU backend's host is shared by design, so
 // its tunes are neither marked nor made polite by their own spreads).
 //
-// The policy (applied by the service's tune threads, server/service_tunes.cc): a background tune
+// The policy (applied by each device's DeviceTuner, server/device_tuner.h): a background tune
 // (an ANSWER_NOW miss's, a TuneMany that asked for `background`, a re-measurement) on a busy
 // device either waits for an idle window (duty_cycle 0) or runs through PoliteBackend, which
 // caps the share of the device's time its measurements take at duty_cycle while the device stays

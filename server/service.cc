@@ -1,10 +1,5 @@
 #include "server/service.h"
 
-#include "core/device_class.h"
-#include "server/answer_now.h"
-#include "server/service_job.h"
-#include "store/entry_validation.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -14,7 +9,10 @@
 #include <optional>
 #include <utility>
 
+#include "core/device_class.h"
 #include "core/text.h"
+#include "server/answer_now.h"
+#include "store/entry_validation.h"
 
 namespace transposed {
 
@@ -88,7 +86,7 @@ StatusOr<std::unique_ptr<TransposeService>> TransposeService::Create(
                                    std::to_string(options.tune_budget_seconds));
   std::unique_ptr<TransposeService> service(
       new TransposeService(std::move(backends), store, std::move(options)));
-  for (const auto& d : service->devices_) {
+  for (const DeviceInfo& d : service->ListDevices()) {
     // A read-only database (main logs that once) cannot record the device: nothing to say.
     if (!store->read_only().empty()) continue;
     Status s = store->UpsertDevice(d);
@@ -120,86 +118,71 @@ StatusOr<std::unique_ptr<TransposeService>> TransposeService::Create(
 
 TransposeService::TransposeService(std::vector<std::unique_ptr<Backend>> backends, Store* store,
                                    ServiceOptions options)
-    : backends_(std::move(backends)),
-      store_(store),
-      options_(std::move(options)),
-      load_board_(backends_.size(), options_.polite) {
-  for (size_t i = 0; i < backends_.size(); ++i) {
-    DeviceInfo d = backends_[i]->device();
-    d.index = static_cast<int>(i);
-    fingerprints_.push_back(d.Fingerprint());
-    classes_.push_back(ClassOf(d).key);
-    devices_.push_back(std::move(d));
-  }
-  {
-    MutexLock l(&mu_);
-    queues_.resize(backends_.size());
-    running_.resize(backends_.size());
-    shared_waiting_.resize(backends_.size());
-    contended_.resize(backends_.size());
-  }
-  for (size_t i = 0; i < backends_.size(); ++i) wake_.push_back(std::make_unique<CondVar>());
-  for (size_t i = 0; i < backends_.size(); ++i)
-    threads_.emplace_back([this, i] { TuneLoop(static_cast<int>(i)); });
+    : store_(store), options_(std::move(options)), load_board_(backends.size(), options_.polite) {
+  TunerContext context;
+  context.store = store_;
+  context.answers = &answers_;
+  context.load_board = &load_board_;
+  context.options = &options_;
+  context.local_index_of = [this](const DeviceInfo& d) { return LocalIndexOf(d); };
+  for (size_t i = 0; i < backends.size(); ++i)
+    tuners_.push_back(
+        std::make_unique<DeviceTuner>(static_cast<int>(i), std::move(backends[i]), context));
+  // Started once every tuner exists: a tune's answer looks its device up among them.
+  for (auto& tuner : tuners_) tuner->Start();
 }
 
 TransposeService::~TransposeService() { Shutdown(); }
 
 void TransposeService::Shutdown() {
-  std::vector<std::shared_ptr<Job>> jobs;
-  {
-    MutexLock l(&mu_);
-    shutdown_.store(true);
-    for (size_t d = 0; d < queues_.size(); ++d) {
-      if (running_[d]) jobs.push_back(running_[d]);
-      for (auto& job : queues_[d]) jobs.push_back(std::move(job));
-      queues_[d].clear();
-      wake_[d]->SignalAll();
-    }
-    // Jobs waiting for the shared store are in neither (answering one twice is harmless).
-    for (auto& [key, job] : inflight_) jobs.push_back(job);
-    inflight_.clear();
-  }
+  shutdown_.store(true);
+  std::vector<std::shared_ptr<TuneJob>> jobs;
+  for (auto& tuner : tuners_)
+    for (auto& job : tuner->Stop()) jobs.push_back(std::move(job));
   if (options_.shared != nullptr) options_.shared->Stop();
   // Answer everyone now rather than when the running tunes notice the cancellation.
   for (auto& job : jobs) {
     job->cancel.store(true);
     for (auto& w : job->Finish()) w->Answer(Status::Cancelled("the daemon is shutting down"));
   }
-  MutexLock j(&join_mu_);
-  for (auto& t : threads_)
-    if (t.joinable()) t.join();
+  for (auto& tuner : tuners_) tuner->Join();
 }
 
 ServiceCounters TransposeService::counters() const {
   ServiceCounters c;
-  c.tunes_started = tunes_started_.load();
-  c.tunes_completed = tunes_completed_.load();
-  c.tunes_failed = tunes_failed_.load();
+  for (const auto& tuner : tuners_) {
+    const TunerCounters t = tuner->counters();
+    c.tunes_started += t.started;
+    c.tunes_completed += t.completed;
+    c.tunes_failed += t.failed;
+  }
   c.cache_hits = cache_hits_.load();
   c.cache_misses = cache_misses_.load();
   return c;
 }
 
 std::vector<int> TransposeService::QueueDepths() const {
-  MutexLock l(&mu_);
   std::vector<int> depths;
-  for (size_t d = 0; d < queues_.size(); ++d)
-    depths.push_back(static_cast<int>(queues_[d].size()) + (running_[d] ? 1 : 0));
+  for (const auto& tuner : tuners_) depths.push_back(tuner->QueueDepth());
   return depths;
 }
 
 std::vector<int64_t> TransposeService::WorkerRestarts() const {
   std::vector<int64_t> restarts;
-  for (const auto& b : backends_) restarts.push_back(b->worker_restarts());
+  for (const auto& tuner : tuners_) restarts.push_back(tuner->worker_restarts());
   return restarts;
 }
 
-std::vector<DeviceInfo> TransposeService::ListDevices() const { return devices_; }
+std::vector<DeviceInfo> TransposeService::ListDevices() const {
+  std::vector<DeviceInfo> devices;
+  for (const auto& tuner : tuners_) devices.push_back(tuner->device());
+  return devices;
+}
 
 std::string TransposeService::DeviceList() const {
   std::string s;
-  for (const auto& d : devices_) {
+  for (const auto& tuner : tuners_) {
+    const DeviceInfo& d = tuner->device();
     if (!s.empty()) s += ", ";
     s += std::to_string(d.index) + "=" + d.backend + " '" + d.name + "' uuid=" + d.uuid;
   }
@@ -210,17 +193,17 @@ StatusOr<int> TransposeService::ResolveDevice(const DeviceRef& ref,
                                               const std::string& field) const {
   // Built only for an error: this runs on every request.
   auto have = [this] {
-    return " (this daemon has " + std::to_string(devices_.size()) + ": " + DeviceList() + ")";
+    return " (this daemon has " + std::to_string(tuners_.size()) + ": " + DeviceList() + ")";
   };
   if (ref.index.has_value()) {
     const int i = *ref.index;
-    if (i < 0 || i >= static_cast<int>(devices_.size()))
+    if (i < 0 || i >= static_cast<int>(tuners_.size()))
       return Status::NotFound(field + ": no device with index " + std::to_string(i) + have());
     return i;
   }
   if (ref.uuid.has_value()) {
-    for (const auto& d : devices_)
-      if (d.uuid == *ref.uuid) return d.index;
+    for (const auto& tuner : tuners_)
+      if (tuner->device().uuid == *ref.uuid) return tuner->index();
     return Status::NotFound(field + ": no device with uuid " + Quote(*ref.uuid) + have());
   }
   return 0;
@@ -228,7 +211,7 @@ StatusOr<int> TransposeService::ResolveDevice(const DeviceRef& ref,
 
 Status TransposeService::CheckShape(const Problem& problem, int device,
                                     const std::string& field) const {
-  Status s = ValidateProblem(problem, devices_[device].memory_bytes);
+  Status s = ValidateProblem(problem, tuners_[device]->device().memory_bytes);
   if (!s.ok()) return Status(s.code(), PrefixFields(s.message(), field + "."));
   return Status::OK();
 }
@@ -236,72 +219,13 @@ Status TransposeService::CheckShape(const Problem& problem, int device,
 Status TransposeService::CheckProblem(const Problem& problem, int device,
                                       const std::string& field) const {
   TR_RETURN_IF_ERROR(CheckShape(problem, device, field));
-  if (backends_[device]->Candidates(problem).empty()) {
+  const DeviceTuner& tuner = *tuners_[device];
+  if (tuner.backend().Candidates(problem).empty()) {
     return Status::InvalidArgument(field + ": no kernel configuration of device " +
-                                   std::to_string(device) + " (" + devices_[device].backend +
+                                   std::to_string(device) + " (" + tuner.device().backend +
                                    ") supports " + problem.ToString());
   }
   return Status::OK();
-}
-
-Status TransposeService::CheckQueueLocked(int device) const {
-  const auto& queue = queues_[device];
-  // Misses waiting for the shared store count too: each may come back to tune here.
-  const int queued = static_cast<int>(queue.size()) + shared_waiting_[device];
-  if (queued < options_.max_queued_tunes) return Status::OK();
-  // Every queued tune and the running one may take up to their budget.
-  double wait = running_[device] ? running_[device]->options.budget_seconds : 0;
-  for (const auto& job : queue) wait += job->options.budget_seconds;
-  return Status::ResourceExhausted(
-      "device " + std::to_string(device) + ": " + std::to_string(queued) +
-      " tunes are already queued (at most " + std::to_string(options_.max_queued_tunes) +
-      ", --max-queued-tunes); retry in about " + std::to_string(static_cast<int>(wait + 1)) +
-      " s, or ask with policy CACHE_ONLY");
-}
-
-std::shared_ptr<TransposeService::Job> TransposeService::EnqueueLocked(int device,
-                                                                       const Problem& problem,
-                                                                       TuneOptions options,
-                                                                       bool forced,
-                                                                       bool background) {
-  auto job = std::make_shared<Job>();
-  job->background.store(background);
-  job->device = device;
-  job->problem = problem;
-  job->key = fingerprints_[device] + "|" + problem.Key();
-  job->options = std::move(options);
-  job->forced = forced;
-  if (!forced && options_.shared != nullptr) {
-    // A miss asks the class first; the job goes on the device's queue only if it is to tune here
-    // (OnSharedOutcome). Resolve() only queues: it never blocks under mu_.
-    ++shared_waiting_[device];
-    auto done = [this, job](SharedOutcome outcome) { OnSharedOutcome(job, std::move(outcome)); };
-    // A busy device asks the class's idle nodes first (polite.h); Get() takes only the board's
-    // own lock.
-    if (options_.polite.fleet_defer_seconds > 0 &&
-        load_board_.Get(device).state == LoadState::kBusy) {
-      spdlog::info("device={} problem={}: the device is busy; asking the class's idle nodes "
-                   "to tune it (waiting up to {:.0f} s)", device, problem.Key(),
-                   options_.polite.fleet_defer_seconds);
-      options_.shared->ResolveDeferred(devices_[device], problem,
-                                       options_.polite.fleet_defer_seconds, std::move(done));
-    } else {
-      options_.shared->Resolve(devices_[device], problem, std::move(done));
-    }
-    return job;
-  }
-  queues_[device].push_back(job);
-  wake_[device]->Signal();
-  return job;
-}
-
-std::shared_ptr<TransposeService::Waiter> TransposeService::JoinLocked(
-    const std::shared_ptr<Job>& job, ProgressFn progress, AnswerFn done, bool background) {
-  if (!background) job->background.store(false);  // a caller waits for it now
-  auto waiter = std::make_shared<Waiter>(std::move(progress), std::move(done));
-  MutexLock l(&job->mu);
-  job->waiters.push_back(waiter);
-  return waiter;
 }
 
 StatusOr<int> TransposeService::CheckRequest(const Problem& problem, const DeviceRef& device,
@@ -317,8 +241,8 @@ StatusOr<int> TransposeService::ResolveRequest(const Problem& problem, const Dev
   int index = -1;
   if (!device_class.empty()) {
     // A peer asks for any device of a class.
-    for (size_t i = 0; i < classes_.size() && index < 0; ++i)
-      if (classes_[i] == device_class) index = static_cast<int>(i);
+    for (size_t i = 0; i < tuners_.size() && index < 0; ++i)
+      if (tuners_[i]->device_class() == device_class) index = static_cast<int>(i);
     if (index < 0)
       return Status::NotFound("device_class: this daemon has no device of class " +
                               Quote(device_class));
@@ -337,8 +261,9 @@ TuneOptions TransposeService::TuneOptionsFor(double budget_seconds, bool exhaust
   return options;
 }
 
-std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
-    const ConfigRequest& request, ProgressFn progress, AnswerFn done, const AdmitFn& admit) {
+std::shared_ptr<Waiter> TransposeService::StartGetConfig(const ConfigRequest& request,
+                                                         ProgressFn progress, AnswerFn done,
+                                                         const AdmitFn& admit) {
   auto fail = [&done](Status s) -> std::shared_ptr<Waiter> {
     done(std::move(s));
     return nullptr;
@@ -350,9 +275,8 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
                                                 request.device_class, request.budget_seconds);
   if (!resolved.ok()) return fail(resolved.status());
   const int device = *resolved;
+  DeviceTuner& tuner = *tuners_[device];
   const Problem& problem = request.problem;
-  const std::string& fp = fingerprints_[device];
-  const std::string& cls = classes_[device];
 
   auto count = [&](bool hit) {
     (hit ? cache_hits_ : cache_misses_).fetch_add(1);
@@ -364,7 +288,7 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
     ConfigAnswer answer;
     answer.measured_on = std::move(r.device);
     answer.measured_on.index = LocalIndexOf(answer.measured_on);
-    r.device = devices_[device];
+    r.device = tuner.device();
     answer.result = std::move(r);
     answer.source = AnswerSource::kCache;
     answer.device_index = device;
@@ -372,9 +296,9 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
     return nullptr;
   };
 
-  // The fast path: no service lock, no store call (the answer cache's own short lock).
+  // The fast path: no lock, no store call (the answer cache's own short lock).
   {
-    auto hit = answers_.Find(cls, problem);
+    auto hit = answers_.Find(tuner.device_class(), problem);
     if (!hit.ok()) return fail(hit.status());
     const AnswerCache::Entry& entry = *hit;
     if (entry->has_value()) {
@@ -406,56 +330,31 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartGetConfig(
   if (admit) {
     if (Status s = admit(); !s.ok()) return fail(std::move(s));
   }
-  std::shared_ptr<Waiter> waiter;
-  std::optional<StatusOr<std::optional<TuneResult>>> second_lookup;
-  {
-    MutexLock l(&mu_);
-    if (shutdown_.load()) {
-      second_lookup = Status::Cancelled("the daemon is shutting down");
-    } else {
-      const std::string key = fp + "|" + problem.Key();
-      auto it = inflight_.find(key);
-      std::shared_ptr<Job> job;
-      if (it != inflight_.end()) {
-        job = it->second;
-      } else {
-        // A tune of this problem may have finished between the lookup above and now: it saves
-        // before it leaves inflight_, so a second lookup under mu_ cannot miss a finished tune.
-        second_lookup = answers_.LookupByClass(cls, problem);
-        if (second_lookup->ok() && !(*second_lookup)->has_value()) {
-          if (Status full = CheckQueueLocked(device); !full.ok()) {
-            second_lookup = full;
-          } else {
-            job = EnqueueLocked(device, problem,
-                                TuneOptionsFor(request.budget_seconds, request.exhaustive),
-                                /*forced=*/false, request.background);
-            inflight_[key] = job;
-          }
-        }
-      }
-      if (job)
-        waiter = JoinLocked(job, std::move(progress), std::move(done), request.background);
-    }
-  }
-  if (waiter) {
+  if (shutdown_.load()) return fail(Status::Cancelled("the daemon is shutting down"));
+  auto waiter = std::make_shared<Waiter>(std::move(progress), std::move(done));
+  StatusOr<std::optional<TuneResult>> joined =
+      tuner.Join(problem, TuneOptionsFor(request.budget_seconds, request.exhaustive),
+                 request.background, waiter);
+  if (joined.ok() && !joined->has_value()) {
     count(false);
     return waiter;
   }
-  if (!second_lookup->ok()) return fail(second_lookup->status());
-  return from_cache(std::move(second_lookup->value().value()));
+  // Not joined: answered here, through the waiter that holds the callbacks now.
+  done = [waiter](StatusOr<ConfigAnswer> a) { waiter->Answer(std::move(a)); };
+  if (!joined.ok()) return fail(joined.status());
+  return from_cache(std::move(joined->value()));
 }
 
 StatusOr<ConfigAnswer> TransposeService::AnswerNow(int device, const Problem& problem) {
   if (shutdown_.load()) return Status::Cancelled("the daemon is shutting down");
-  const std::string& fp = fingerprints_[device];
-  const std::string& cls = classes_[device];
+  DeviceTuner& tuner = *tuners_[device];
 
   // The answer first (store reads only), so the tune queued below does not compete with it.
   ConfigAnswer answer;
   answer.device_index = device;
   answer.result.problem = problem;
-  answer.result.device = devices_[device];
-  const std::vector<Candidate> valid = backends_[device]->Candidates(problem);
+  answer.result.device = tuner.device();
+  const std::vector<Candidate> valid = tuner.backend().Candidates(problem);
   // The nearest stored problem of this device's class: the most recent entries of each dtype of
   // this element size.
   constexpr int kNeighboursPerDType = 256;
@@ -463,7 +362,7 @@ StatusOr<ConfigAnswer> TransposeService::AnswerNow(int device, const Problem& pr
   for (DType t : AllDTypes()) {
     if (DTypeSize(t) != problem.elem_size()) continue;
     StoreFilter filter;
-    filter.device_class = cls;
+    filter.device_class = tuner.device_class();
     filter.dtype = t;
     auto entries = store_->List(filter, /*include_candidates=*/false, kNeighboursPerDType);
     if (!entries.ok()) {
@@ -481,38 +380,22 @@ StatusOr<ConfigAnswer> TransposeService::AnswerNow(int device, const Problem& pr
   // Then the real tune (peers first, as for any miss), in the background, unless one is in
   // flight already. A full queue does not fail the answer: the tune is simply not queued now
   // (the next request tries again).
-  MutexLock l(&mu_);
-  if (shutdown_.load()) return Status::Cancelled("the daemon is shutting down");
-  const std::string key = fp + "|" + problem.Key();
-  if (inflight_.find(key) == inflight_.end()) {
-    // As in GetConfig: a tune may have finished since the first lookup.
-    TR_ASSIGN_OR_RETURN(auto hit, answers_.LookupByClass(cls, problem));
-    if (hit.has_value()) {
-      ConfigAnswer cached;
-      cached.measured_on = std::move(hit->device);
-      cached.measured_on.index = LocalIndexOf(cached.measured_on);
-      hit->device = devices_[device];
-      cached.result = std::move(*hit);
-      cached.source = AnswerSource::kCache;
-      cached.device_index = device;
-      return cached;
-    }
-    if (Status full = CheckQueueLocked(device); !full.ok()) {
-      spdlog::warn("answer_now device={} problem={}: background tune not queued: {}", device,
-                   problem.Key(), full.message());
-    } else {
-      TuneOptions options = options_.tune;
-      options.budget_seconds = options_.tune_budget_seconds;
-      // Nobody waits for it: it runs to the end and is stored like any other tune.
-      inflight_[key] = EnqueueLocked(device, problem, std::move(options), /*forced=*/false,
-                                     /*background=*/true);
-    }
+  TR_ASSIGN_OR_RETURN(std::optional<TuneResult> hit, tuner.QueueBackground(problem));
+  if (hit.has_value()) {
+    ConfigAnswer cached;
+    cached.measured_on = std::move(hit->device);
+    cached.measured_on.index = LocalIndexOf(cached.measured_on);
+    hit->device = tuner.device();
+    cached.result = std::move(*hit);
+    cached.source = AnswerSource::kCache;
+    cached.device_index = device;
+    return cached;
   }
   return answer;
 }
 
-std::shared_ptr<TransposeService::Waiter> TransposeService::StartTune(
-    const ForcedTuneRequest& request, ProgressFn progress, AnswerFn done) {
+std::shared_ptr<Waiter> TransposeService::StartTune(const ForcedTuneRequest& request,
+                                                    ProgressFn progress, AnswerFn done) {
   auto fail = [&done](Status s) -> std::shared_ptr<Waiter> {
     done(std::move(s));
     return nullptr;
@@ -523,23 +406,20 @@ std::shared_ptr<TransposeService::Waiter> TransposeService::StartTune(
   if (!resolved.ok()) return fail(resolved.status());
   const int device = *resolved;
   if (Status s = CheckProblem(request.problem, device); !s.ok()) return fail(std::move(s));
-  TuneOptions options = TuneOptionsFor(request.budget_seconds, request.exhaustive);
-
-  std::shared_ptr<Waiter> waiter;
-  Status queue_full;
-  {
-    MutexLock l(&mu_);
-    queue_full = CheckQueueLocked(device);
-    if (!shutdown_.load() && queue_full.ok()) {
-      auto job = EnqueueLocked(device, request.problem, std::move(options), /*forced=*/true);
-      // GetConfig requests arriving from now on join this tune unless one is already in flight.
-      inflight_.emplace(job->key, job);
-      waiter = JoinLocked(job, std::move(progress), std::move(done));
-    }
+  auto waiter = std::make_shared<Waiter>(std::move(progress), std::move(done));
+  Status queued = tuners_[device]->QueueForced(
+      request.problem, TuneOptionsFor(request.budget_seconds, request.exhaustive), waiter);
+  if (!queued.ok()) {
+    waiter->Answer(std::move(queued));
+    return nullptr;
   }
-  if (!queue_full.ok()) return fail(queue_full);
-  if (!waiter) return fail(Status::Cancelled("the daemon is shutting down"));
   return waiter;
+}
+
+void TransposeService::OnWanted(const std::string& cls, const Problem& problem) {
+  if (shutdown_.load()) return;
+  for (auto& tuner : tuners_)
+    if (tuner->device_class() == cls && tuner->OfferWanted(problem)) return;
 }
 
 void TransposeService::Detach(const std::shared_ptr<Waiter>& waiter) {

@@ -15,7 +15,7 @@ StatusOr<StoreFilter> TransposeService::ResolveQuery(const EntryQuery& query) co
   if (query.device.has_value()) {
     TR_ASSIGN_OR_RETURN(const int device, ResolveDevice(*query.device, "filter.device"));
     // A device's entries are those it is served: measured on any device of its class.
-    filter.device_class = classes_[device];
+    filter.device_class = tuners_[device]->device_class();
   }
   return filter;
 }
@@ -29,10 +29,7 @@ StatusOr<std::vector<TuneResult>> TransposeService::ListEntries(const EntryQuery
   TR_ASSIGN_OR_RETURN(StoreFilter filter, ResolveQuery(query));
   TR_ASSIGN_OR_RETURN(auto entries, store_->List(filter, include_candidates, limit));
   for (auto& e : entries) {
-    const std::string fp = e.device.Fingerprint();
-    e.device.index = -1;
-    for (size_t i = 0; i < fingerprints_.size(); ++i)
-      if (fingerprints_[i] == fp) e.device.index = static_cast<int>(i);
+    e.device.index = LocalIndexOf(e.device);
   }
   return entries;
 }
@@ -64,10 +61,7 @@ StatusOr<EntryPage> TransposeService::ListEntryPage(const EntryQuery& query,
   if (static_cast<int>(entries.size()) > page_size) entries.resize(page_size);
   for (size_t i = 0; i < entries.size(); ++i) {
     TuneResult& e = entries[i];
-    const std::string fp = e.device.Fingerprint();
-    e.device.index = -1;
-    for (size_t d = 0; d < fingerprints_.size(); ++d)
-      if (fingerprints_[d] == fp) e.device.index = static_cast<int>(d);
+    e.device.index = LocalIndexOf(e.device);
     page.resume_tokens.push_back(EntryPageToken(cursors[i]));
   }
   page.entries = std::move(entries);
@@ -85,15 +79,15 @@ StatusOr<int64_t> TransposeService::DeleteEntries(const EntryQuery& query, bool 
 
 int TransposeService::LocalIndexOf(const DeviceInfo& device) const {
   const std::string fp = device.Fingerprint();
-  for (size_t i = 0; i < fingerprints_.size(); ++i)
-    if (fingerprints_[i] == fp) return static_cast<int>(i);
+  for (const auto& tuner : tuners_)
+    if (tuner->fingerprint() == fp) return tuner->index();
   return -1;
 }
 
 int TransposeService::DeviceIndexOfClass(const DeviceInfo& device) const {
   const std::string cls = ClassOf(device).key;
-  for (size_t i = 0; i < classes_.size(); ++i)
-    if (classes_[i] == cls) return static_cast<int>(i);
+  for (const auto& tuner : tuners_)
+    if (tuner->device_class() == cls) return tuner->index();
   return -1;
 }
 
@@ -105,7 +99,8 @@ StatusOr<MergeCounts> TransposeService::MergeEntries(const std::vector<TuneResul
   MergeCounts counts;
   for (const TuneResult& r : results) {
     bool known = false;
-    for (const auto& d : devices_) known = known || d.library_version == r.device.library_version;
+    for (const auto& tuner : tuners_)
+      known = known || tuner->device().library_version == r.device.library_version;
     if (!known) {
       ++counts.refused_library_version;
       continue;

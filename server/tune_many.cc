@@ -45,7 +45,7 @@ void TuneManyRun::Start() {
     auto done = [self, i, step](StatusOr<ConfigAnswer> answer) {
       if (self->Answered(i, answer) && step->fetch_add(1) == 1) self->Start();
     };
-    std::shared_ptr<TransposeService::Waiter> waiter;
+    std::shared_ptr<Waiter> waiter;
     if (request_.force) {
       waiter = service_->StartTune(RequestFor<ForcedTuneRequest>(i), std::move(progress),
                                    std::move(done));
@@ -92,7 +92,7 @@ bool TuneManyRun::Answered(int i, const StatusOr<ConfigAnswer>& answer) {
   return false;
 }
 
-bool TuneManyRun::Hold(std::shared_ptr<TransposeService::Waiter> waiter) {
+bool TuneManyRun::Hold(std::shared_ptr<Waiter> waiter) {
   {
     MutexLock l(&mu_);
     if (!stopped_) {
@@ -105,7 +105,7 @@ bool TuneManyRun::Hold(std::shared_ptr<TransposeService::Waiter> waiter) {
 }
 
 void TuneManyRun::Stop() {
-  std::shared_ptr<TransposeService::Waiter> waiter;
+  std::shared_ptr<Waiter> waiter;
   {
     MutexLock l(&mu_);
     stopped_ = true;

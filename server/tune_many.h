@@ -84,7 +84,7 @@ class TuneManyRun : public std::enable_shared_from_this<TuneManyRun> {
   // Handles problem i's answer; false when the run stops here.
   bool Answered(int i, const StatusOr<ConfigAnswer>& answer) EXCLUDES(mu_);
   // Holds the waiter of the problem just started: false, and detached, once stopped.
-  bool Hold(std::shared_ptr<TransposeService::Waiter> waiter) EXCLUDES(mu_);
+  bool Hold(std::shared_ptr<Waiter> waiter) EXCLUDES(mu_);
 
   TransposeService* const service_;
   const TuneManyRequest request_;
@@ -95,7 +95,7 @@ class TuneManyRun : public std::enable_shared_from_this<TuneManyRun> {
   int last_index_ GUARDED_BY(mu_) = 0;  // of the problem in flight's last candidate
   int last_total_ GUARDED_BY(mu_) = 0;
   Counts counts_ GUARDED_BY(mu_);
-  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(mu_);  // of the problem in flight
+  std::shared_ptr<Waiter> waiter_ GUARDED_BY(mu_);  // of the problem in flight
 };
 
 }  // namespace transposed

@@ -65,7 +65,7 @@ class GrpcTransposer::Call : public Reactor {
 
   // Holds the waiter of the work just started (replacing the one held before): false, and
   // detached here, when the client has already gone.
-  bool HoldWaiter(std::shared_ptr<TransposeService::Waiter> waiter) EXCLUDES(waiter_mu_) {
+  bool HoldWaiter(std::shared_ptr<Waiter> waiter) EXCLUDES(waiter_mu_) {
     {
       MutexLock l(&waiter_mu_);
       if (!left_) {
@@ -79,7 +79,7 @@ class GrpcTransposer::Call : public Reactor {
 
   // The client has gone: detaches the waiter held, and any held from now on.
   void DetachWaiter() EXCLUDES(waiter_mu_) {
-    std::shared_ptr<TransposeService::Waiter> waiter;
+    std::shared_ptr<Waiter> waiter;
     {
       MutexLock l(&waiter_mu_);
       left_ = true;
@@ -96,7 +96,7 @@ class GrpcTransposer::Call : public Reactor {
  private:
   Mutex waiter_mu_;
   bool left_ GUARDED_BY(waiter_mu_) = false;  // the client has gone
-  std::shared_ptr<TransposeService::Waiter> waiter_ GUARDED_BY(waiter_mu_);
+  std::shared_ptr<Waiter> waiter_ GUARDED_BY(waiter_mu_);
 };
 
 // A server stream fed from other threads (device tune threads): messages are queued and written one

@@ -1,10 +1,9 @@
-// The service's two private types, TransposeService::Waiter (one request waiting for a tune) and
-// TransposeService::Job (one tuning run, shared by every request waiting for it), shared by the
-// files that make up TransposeService (service.cc: requests; service_tunes.cc: the device tune
-// threads). Not for use outside the service.
+// Waiter (one request waiting for a tune) and TuneJob (one tuning run on one device, shared by
+// every request waiting for it): what a DeviceTuner (server/device_tuner.h) queues and runs, and
+// what the service hands back to a caller so that it may Detach().
 //
-// Thread-safety: a Waiter's methods may be called from any thread (its own lock); a Job's
-// waiters are guarded by Job::mu, taken after the service's mu_.
+// Thread-safety: a Waiter's methods may be called from any thread (its own lock); a TuneJob's
+// waiters are guarded by TuneJob::mu, taken after its tuner's lock.
 #pragma once
 
 #include <atomic>
@@ -15,14 +14,16 @@
 #include <vector>
 
 #include "core/mutex.h"
+#include "core/problem.h"
 #include "core/thread_annotations.h"
-#include "server/service.h"
+#include "server/requests.h"
+#include "tuner/tuner.h"
 
 namespace transposed {
 
 // One request waiting for a job. Its callbacks are taken (answered) or cleared (detached) once;
 // clearing them also breaks the reference cycle with a caller that holds the Waiter.
-class TransposeService::Waiter {
+class Waiter {
  public:
   Waiter(ProgressFn progress, AnswerFn done)
       : progress_(std::move(progress)), done_(std::move(done)) {}
@@ -55,10 +56,9 @@ class TransposeService::Waiter {
 };
 
 // One tuning run, shared by every request waiting for it.
-struct TransposeService::Job {
-  int device = 0;
+struct TuneJob {
   Problem problem;
-  std::string key;  // fingerprint|problem key
+  std::string key;  // problem.Key(): its tuner's in-flight map's key
   TuneOptions options;
   bool forced = false;              // from Tune: a fresh tune (no peer lookup)
   std::string lease;                // the shared store's class-wide lease it tunes under
@@ -71,11 +71,18 @@ struct TransposeService::Job {
   std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
   std::string abandoned;
 
-  Mutex mu;  // after the service's mu_
+  Mutex mu;  // after its tuner's lock
   bool done GUARDED_BY(mu) = false;
   std::vector<std::shared_ptr<Waiter>> waiters GUARDED_BY(mu);
 
-  // Takes the waiters; later joins are refused (the service's mu_ makes them impossible anyway).
+  // Adds a waiter; a waiter that is not `background` makes the job urgent (no longer polite).
+  // Called with the tuner's lock held, so the job cannot finish meanwhile.
+  void Join(const std::shared_ptr<Waiter>& waiter, bool background_waiter) EXCLUDES(mu) {
+    if (!background_waiter) background.store(false);  // a caller waits for it now
+    MutexLock l(&mu);
+    waiters.push_back(waiter);
+  }
+  // Takes the waiters; later joins are refused (the tuner's lock makes them impossible anyway).
   std::vector<std::shared_ptr<Waiter>> Finish() EXCLUDES(mu) {
     MutexLock l(&mu);
     done = true;
