@@ -51,6 +51,8 @@ if [ "$MODE" = ci ]; then
   # clang checks the thread-safety annotations (deploy/thread-safety.sh); debootstrap and systemd
   # (systemd-analyze) for deploy/fresh-root-test.sh and the unit's exposure check.
   PKGS+=(clang debootstrap systemd)
+  # clang-format (git-clang-format): deploy/format-check.sh, the changed C++ lines' format.
+  PKGS+=(clang-format)
   # zsh and fish: client/completion_test.sh runs transposectl's completion scripts in them.
   PKGS+=(zsh fish)
   # node and npm run the Kubernetes manifest validator (deploy/kubernetes/validate/). A node that
