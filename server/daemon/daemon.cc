@@ -177,6 +177,7 @@ Status Daemon::StartSharedStore(const std::vector<std::unique_ptr<Backend>>& bac
     std::pair<std::string, std::string> cls{b->device().library_version, ClassOf(b->device()).key};
     if (std::find(fleet.classes.begin(), fleet.classes.end(), cls) == fleet.classes.end())
       fleet.classes.push_back(cls);
+    ++fleet.lease_budget[cls.second];  // one lease at a time per device of the class
   }
   fleet.owner = HostName() + "/" + std::to_string(getpid()) +
                 (f.instance_id.empty() ? "" : "/" + f.instance_id);

@@ -53,8 +53,8 @@ struct DaemonFlags {
   int peer_fanout = 4;
   std::string shared_store;
   std::string shared_store_password_file;
-  double shared_store_timeout = 0.1;
-  double shared_store_lease = 10;
+  double shared_store_timeout = 0.5;
+  double shared_store_lease = 3;
 };
 
 // Registers --version, --config and every flag of `flags` on `app` (both must outlive parsing).

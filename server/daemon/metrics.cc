@@ -239,7 +239,8 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
                             "answered from local tunes",
                             c.available ? 1 : 0));
     const std::pair<const char*, std::pair<int64_t, const char*>> counters[] = {
-        {"round_trips", {c.round_trips, "Round trips to the shared store (a pipeline counts once)"}},
+        {"round_trips",
+         {c.round_trips, "Round trips to the shared store (a pipeline counts once)"}},
         {"connects", {c.connects, "Connections attempted to the shared store"}},
         {"misses", {c.resolves, "Local misses that asked the shared store"}},
         {"found", {c.found, "Misses answered with a result of the shared store"}},
@@ -249,11 +250,25 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
         {"unavailable", {c.unavailable, "Misses tuned locally: the shared store did not answer"}},
         {"published", {c.published_written, "Winners written to the shared store"}},
         {"kept", {c.published_kept, "Winners not written: the stored one was as fast or faster"}},
-        {"dropped", {c.dropped, "Writes lost to an unavailable shared store"}},
-        {"leases_lost", {c.leases_lost, "Leases that expired while this daemon tuned"}},
+        {"dropped", {c.dropped, "Publishes and releases given up: never carried out"}},
+        {"unknown", {c.unknown, "Writes whose round trip failed (maybe carried out; sent again)"}},
+        {"leases_lost", {c.leases_lost, "Leases another node took while this daemon tuned"}},
+        {"leases_retaken",
+         {c.leases_retaken,
+          "Leases gone from Redis (restart, expiry) and "
+          "taken again by this daemon's renewal"}},
+        {"budget_waits",
+         {c.budget_waits,
+          "Misses that left a free lease to the class: this "
+          "daemon held its lease budget"}},
+        {"reconnects", {c.reconnects, "Command connections made again after a loss"}},
+        {"pings", {c.pings, "PINGs of idle shared-store connections"}},
+        {"scripts_loaded", {c.scripts_loaded, "SCRIPT LOAD and NOSCRIPT-fallback EVAL commands"}},
         {"notifications", {c.notifications, "Messages received on the subscription"}},
-        {"wants", {c.wants, "Misses of a busy device that asked the class's idle nodes to tune "
-                            "first (docs/user/polite.md)"}},
+        {"wants",
+         {c.wants,
+          "Misses of a busy device that asked the class's idle nodes to tune "
+          "first (docs/user/polite.md)"}},
         {"wanted", {c.wanted, "Asks for an idle node to tune, heard from the class"}},
     };
     for (const auto& [name, value] : counters) {

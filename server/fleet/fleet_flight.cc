@@ -28,6 +28,10 @@ StatusOr<std::unique_ptr<FleetFlight>> FleetFlight::Create(FleetOptions options)
   if (!(options.store.timeout_seconds >= 0.001) || options.store.timeout_seconds > 10)
     return Status::InvalidArgument("--shared-store-timeout: must be in [0.001, 10] seconds, got " +
                                    std::to_string(options.store.timeout_seconds));
+  for (const auto& [cls, budget] : options.lease_budget)
+    if (budget < 1 || budget > 1024)
+      return Status::InvalidArgument("shared store: the lease budget of class " + cls +
+                                     " must be in [1, 1024], got " + std::to_string(budget));
   std::unique_ptr<FleetFlight> f(new FleetFlight(std::move(options)));
   if (f->wake_fd_ < 0) return Status::Internal("shared store: eventfd failed");
   f->thread_ = std::thread([p = f.get()] { p->Loop(); });
@@ -126,7 +130,13 @@ void FleetFlight::Stop() {
 FleetCounters FleetFlight::counters() const {
   FleetCounters c;
   c.round_trips = counts_.round_trips.load();
-  c.connects = counts_.connects.load();
+  c.connects = counts_.link.connects.load();
+  c.reconnects = counts_.link.reconnects.load();
+  c.pings = counts_.link.pings.load();
+  c.scripts_loaded = counts_.link.scripts_loaded.load();
+  c.unknown = counts_.unknown.load();
+  c.leases_retaken = counts_.leases_retaken.load();
+  c.budget_waits = counts_.budget_waits.load();
   c.resolves = counts_.resolves.load();
   c.found = counts_.found.load();
   c.leases = counts_.leases.load();
@@ -140,7 +150,8 @@ FleetCounters FleetFlight::counters() const {
   c.notifications = counts_.notifications.load();
   c.wants = counts_.wants.load();
   c.wanted = counts_.wanted.load();
-  c.available = counts_.available.load();
+  c.available = counts_.link.available.load();
+  c.subscribed = counts_.link.subscribed.load();
   return c;
 }
 

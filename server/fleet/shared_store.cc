@@ -32,7 +32,8 @@ return {3, present, redis.call('PTTL', KEYS[2]), v[2] or ''}
 // problem key, the `m` of a value this node refused ('' : none; replaced only if still there).
 // Writes when nothing of this format is stored, the stored median is not a number, the new one is
 // lower, or the refused value is still the one stored; never a slower result over a faster one.
-// Releases the lease if the token still holds it, and tells the class. Returns 1 when written.
+// Releases the lease if the token still holds it. Tells the class only when it wrote or released
+// (a publish that changed nothing wakes nobody). Returns 1 when written.
 constexpr const char* kPublishLua = R"lua(
 local cur = redis.call('HMGET', KEYS[1], 'f', 'm')
 local m = tonumber(cur[2])
@@ -41,28 +42,41 @@ if cur[1] ~= ARGV[1] or not m or tonumber(ARGV[2]) < m or (ARGV[7] ~= '' and cur
   redis.call('HSET', KEYS[1], 'f', ARGV[1], 'm', ARGV[2], 'e', ARGV[3])
   written = 1
 end
-if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) == ARGV[4] then redis.call('DEL', KEYS[2]) end
-redis.call('PUBLISH', ARGV[5], ARGV[6])
+local released = 0
+if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) == ARGV[4] then
+  redis.call('DEL', KEYS[2])
+  released = 1
+end
+if written == 1 or released == 1 then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
 return written
 )lua";
 
-// Renew. KEYS: lease. ARGV: token, ms. 1 when the token still held the lease (now extended).
+// Renew or retake. KEYS: lease. ARGV: token, ms. 1 when the token still held the lease (now
+// extended); 2 when nobody held it (expired, or a restarted Redis lost it) and the token took it
+// again; 0 when another token holds it.
 constexpr const char* kRenewLua = R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 2 end
 return 0
 )lua";
 
 // Release. KEYS: lease. ARGV: token, channel, problem key. Drops the lease if the token holds it
-// and tells the class (a waiting node takes it over).
+// and then tells the class (a waiting node takes it over). 1 when released.
 constexpr const char* kReleaseLua = R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return 1
+end
+return 0
 )lua";
 
-// A busy node's fetch (server/polite.h): as kFetchOrLease, but where it would take the free
-// lease it asks the class's idle nodes instead (PUBLISH ARGV[4] on channel ARGV[3], only when
-// ARGV[5] is '1': once per miss) and answers {4, present, m}.
+// A fetch that does not take a free lease: a busy node's (server/polite.h), or a node that holds
+// its lease budget already (fleet_flight.h). As kFetchOrLease, but where it would take the free
+// lease it asks the class's nodes instead (PUBLISH ARGV[4] on channel ARGV[3], only when ARGV[5]
+// is '1' and no node of the class asked for it within ARGV[6] ms: the want key) and answers
+// {4, present, m}. KEYS: result, lease, want.
 constexpr const char* kFetchOrWantLua = R"lua(
 local v = redis.call('HMGET', KEYS[1], 'f', 'm', 'e')
 local present = 0
@@ -70,7 +84,9 @@ if v[1] or v[3] then present = 1 end
 if ARGV[2] ~= '1' and v[1] == ARGV[1] and v[3] then return {1, v[3], v[2] or ''} end
 local ttl = redis.call('PTTL', KEYS[2])
 if ttl ~= -2 then return {3, present, ttl, v[2] or ''} end
-if ARGV[5] == '1' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+if ARGV[5] == '1' and redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[6]) then
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
 return {4, present, v[2] or ''}
 )lua";
 
@@ -135,6 +151,9 @@ StatusOr<redisContext*> Open(const SharedStoreOptions& options, Deadline deadlin
     if (c != nullptr) redisFree(c);
     return Status::Unavailable(e);
   }
+  // The kernel's keepalive notices a peer that vanished without a word, even on a connection
+  // nobody uses (the subscription); FleetFlight's PINGs notice it sooner.
+  (void)redisEnableKeepAlive(c);
   if (!options.password.empty()) {
     if (options.url.user.empty())
       setup->push_back({"AUTH", options.password});
@@ -142,6 +161,12 @@ StatusOr<redisContext*> Open(const SharedStoreOptions& options, Deadline deadlin
       setup->push_back({"AUTH", options.url.user, options.password});
   }
   if (options.url.db != 0) setup->push_back({"SELECT", std::to_string(options.url.db)});
+  if (!options.client_name.empty()) {
+    std::string name = options.client_name.substr(0, 128);
+    for (char& ch : name)
+      if (ch <= ' ' || ch > '~') ch = '_';
+    setup->push_back({"CLIENT", "SETNAME", name});
+  }
   return c;
 }
 
@@ -298,6 +323,7 @@ SharedKeys SharedKeysFor(const std::string& library_version, const std::string& 
                            library_version + ":" + device_class + ":" + k.problem_key + "}";
   k.result = base + ":r";
   k.lease = base + ":l";
+  k.want = base + ":w";
   k.channel = SharedChannelFor(library_version, device_class);
   return k;
 }
@@ -337,22 +363,33 @@ StatusOr<TuneResult> DecodeSharedEntry(const std::string& bytes, const std::stri
 }
 
 StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
-    const SharedStoreOptions& options, Deadline deadline) {
+    const SharedStoreOptions& options, Deadline deadline, const std::vector<std::string>& shas) {
   std::vector<std::vector<std::string>> setup;
   TR_ASSIGN_OR_RETURN(redisContext * c, Open(options, deadline, &setup));
   std::unique_ptr<RedisConnection> conn(new RedisConnection());
   conn->context_ = c;
-  const size_t auth = setup.size();
-  for (const char* script : kScripts) setup.push_back({"SCRIPT", "LOAD", script});
+  const size_t first_script = setup.size();
+  constexpr size_t kCount = sizeof(kScripts) / sizeof(kScripts[0]);
+  const bool load = shas.size() != kCount;
+  if (load) {
+    for (const char* script : kScripts) setup.push_back({"SCRIPT", "LOAD", script});
+    conn->scripts_loaded_ += static_cast<int64_t>(kCount);
+  } else {
+    conn->shas_ = shas;
+    setup.push_back({"PING"});  // proves the connection (and AUTH/SELECT) in the same round trip
+  }
   TR_ASSIGN_OR_RETURN(auto replies, RoundTrip(c, setup, deadline, options.url.ToString()));
   TR_RETURN_IF_ERROR(CheckSetupReplies(replies, options.url));
-  for (size_t i = auth; i < replies.size(); ++i) conn->shas_.push_back(replies[i].str);
+  if (load)
+    for (size_t i = first_script; i < replies.size(); ++i) conn->shas_.push_back(replies[i].str);
   return conn;
 }
 
 RedisConnection::~RedisConnection() {
   if (context_ != nullptr) redisFree(context_);
 }
+
+int RedisConnection::fd() const { return context_->fd; }
 
 std::vector<std::string> RedisConnection::Script(SharedScript script,
                                                  const std::vector<std::string>& keys,
@@ -367,7 +404,29 @@ std::vector<std::string> RedisConnection::Script(SharedScript script,
 StatusOr<std::vector<RedisValue>> RedisConnection::Pipeline(
     const std::vector<std::vector<std::string>>& commands, Deadline deadline) {
   ++round_trips_;
-  return RoundTrip(context_, commands, deadline, "shared store");
+  TR_ASSIGN_OR_RETURN(auto replies, RoundTrip(context_, commands, deadline, "shared store"));
+  // NOSCRIPT (a restarted or flushed Redis): the same commands as EVAL, which also caches the
+  // script on the server, so the next EVALSHA finds it.
+  std::vector<size_t> again;
+  std::vector<std::vector<std::string>> evals;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i].type != RedisValue::Type::kError || replies[i].str.rfind("NOSCRIPT", 0) != 0 ||
+        commands[i].size() < 2 || commands[i][0] != "EVALSHA")
+      continue;
+    const auto sha = std::find(shas_.begin(), shas_.end(), commands[i][1]);
+    if (sha == shas_.end()) continue;
+    std::vector<std::string> eval = commands[i];
+    eval[0] = "EVAL";
+    eval[1] = kScripts[sha - shas_.begin()];
+    evals.push_back(std::move(eval));
+    again.push_back(i);
+  }
+  if (evals.empty()) return replies;
+  ++round_trips_;
+  scripts_loaded_ += static_cast<int64_t>(evals.size());
+  TR_ASSIGN_OR_RETURN(auto retried, RoundTrip(context_, evals, deadline, "shared store"));
+  for (size_t j = 0; j < again.size(); ++j) replies[again[j]] = std::move(retried[j]);
+  return replies;
 }
 
 StatusOr<std::unique_ptr<RedisSubscriber>> RedisSubscriber::Connect(
@@ -412,7 +471,22 @@ Status RedisSubscriber::Read(std::vector<Message>* out) {
     if (v.type == RedisValue::Type::kArray && v.elements.size() == 3 &&
         v.elements[0].str == "message")
       out->push_back(Message{v.elements[1].str, v.elements[2].str});
+    else if (v.type == RedisValue::Type::kArray && !v.elements.empty() &&
+             v.elements[0].str == "pong")
+      ++pongs_;
   }
+}
+
+Status RedisSubscriber::Ping() {
+  if (redisAppendCommand(context_, "PING") != REDIS_OK)
+    return Status::Unavailable(ContextError(context_, "the subscription"));
+  // A few bytes on an idle socket: written at once (the send buffer is empty).
+  int done = 0;
+  for (int i = 0; i < 4 && !done; ++i)
+    if (redisBufferWrite(context_, &done) != REDIS_OK)
+      return Status::Unavailable(ContextError(context_, "the subscription"));
+  if (!done) return Status::Unavailable("the subscription: PING not sent");
+  return Status::OK();
 }
 
 }  // namespace transposed

@@ -8,13 +8,19 @@
 //       binary transposed.v1.ExportedEntry without its candidates (ExportedEntryToProto, read
 //       back through ExportedEntryFromProto: one mapping, validated like any import).
 //   transposed:v1:{...}:l  string  the lease holder's token, with a TTL (SET NX PX).
+//   transposed:v1:{...}:w  string  "1" while a `want` of the problem was published (one per
+//       lease life, whatever the number of nodes that ask: kFetchOrWant).
 //   channel transposed:v1:done:<library>:<class>  message: the problem key, when a winner is
-//       published or a lease given up; or "want|<problem>" (EncodeWant) when a busy node asks
+//       written or a lease given up (never for a publish that changed nothing); or
+//       "want|<problem>" (EncodeWant) when a busy node asks
 //       the class's idle nodes to tune a problem (server/polite.h).
 // The braces are a Redis Cluster hash tag: a problem's two keys always share a slot.
 //
-// Every command goes through a Lua script (EVALSHA; loaded at connect), so each step is one
-// atomic round trip: fetch-or-lease, publish-if-faster, renew, release.
+// Every command goes through a Lua script, so each step is one atomic round trip: fetch-or-lease,
+// publish-if-faster, renew (or retake), release. Scripts run by hash (EVALSHA): loaded (SCRIPT
+// LOAD) by a daemon's first connection only; a later connection reuses the hashes, and a script
+// the server does not have (NOSCRIPT: a restarted or flushed Redis) is sent once as EVAL, which
+// caches it there.
 //
 // Thread-compatible: one thread drives a connection.
 #pragma once
@@ -48,7 +54,10 @@ StatusOr<RedisUrl> ParseRedisUrl(const std::string& url);
 struct SharedStoreOptions {
   RedisUrl url;
   std::string password;          // empty: no AUTH
-  double timeout_seconds = 0.1;  // connect, and each round trip
+  // Connect, and each round trip. 0.5 s: a Redis 200 ms away (or busy with a 1,000-node burst)
+  // is still used; a hung one costs a new miss at most this once.
+  double timeout_seconds = 0.5;
+  std::string client_name;  // CLIENT SETNAME (spaces replaced); empty: none
 };
 
 inline constexpr int kSharedFormat = 1;
@@ -56,6 +65,7 @@ inline constexpr int kSharedFormat = 1;
 struct SharedKeys {
   std::string result;
   std::string lease;
+  std::string want;
   std::string channel;
   std::string problem_key;
 };
@@ -94,21 +104,28 @@ enum class SharedScript { kFetchOrLease, kPublish, kRenew, kRelease, kFetchOrWan
 
 using Deadline = std::chrono::steady_clock::time_point;
 
-// A command connection. Connect() authenticates, selects the db and loads the scripts in one
-// round trip. Any I/O error or timeout breaks the connection (hiredis contexts cannot continue
-// after one): make a new one.
+// A command connection. Connect() authenticates, selects the db, names the client and either
+// loads the scripts (`shas` empty) or takes their hashes from `shas` (a earlier connection's
+// shas()), all in one round trip. Any I/O error or timeout breaks the connection (hiredis
+// contexts cannot continue after one): make a new one.
 class RedisConnection {
  public:
-  static StatusOr<std::unique_ptr<RedisConnection>> Connect(const SharedStoreOptions& options,
-                                                            Deadline deadline);
+  static StatusOr<std::unique_ptr<RedisConnection>> Connect(
+      const SharedStoreOptions& options, Deadline deadline,
+      const std::vector<std::string>& shas = {});
   ~RedisConnection();
+  const std::vector<std::string>& shas() const { return shas_; }
+  int fd() const;
+  // SCRIPT LOAD and EVAL (the NOSCRIPT fallback) commands this connection sent.
+  int64_t scripts_loaded() const { return scripts_loaded_; }
 
   // The argv of EVALSHA for a script, its keys and arguments.
   std::vector<std::string> Script(SharedScript script, const std::vector<std::string>& keys,
                                   const std::vector<std::string>& args) const;
   // Sends every command at once and reads every reply: one round trip. UNAVAILABLE (the
   // connection is then broken) on an I/O error or when `deadline` passes. Error replies are
-  // returned as values, not as a failed Status.
+  // returned as values, not as a failed Status. An EVALSHA answered NOSCRIPT is sent again as
+  // EVAL with the script (a second round trip, same deadline).
   StatusOr<std::vector<RedisValue>> Pipeline(const std::vector<std::vector<std::string>>& commands,
                                              Deadline deadline);
   int64_t round_trips() const { return round_trips_; }
@@ -118,10 +135,13 @@ class RedisConnection {
   redisContext* context_ = nullptr;
   std::vector<std::string> shas_;  // by SharedScript
   int64_t round_trips_ = 0;
+  int64_t scripts_loaded_ = 0;
 };
 
 // The subscription to the classes' channels. fd() is polled by the caller; Read() takes the
-// messages that arrived (never blocks once poll said readable).
+// messages that arrived (never blocks once poll said readable); Ping() asks the server for a
+// "pong" (counted by pongs() when Read() sees it): a subscription that stays silent after one is
+// dead.
 class RedisSubscriber {
  public:
   static StatusOr<std::unique_ptr<RedisSubscriber>> Connect(
@@ -135,10 +155,14 @@ class RedisSubscriber {
   };
   // Appends the messages received; UNAVAILABLE when the connection closed or failed.
   Status Read(std::vector<Message>* out);
+  // Sends PING (non-blocking; UNAVAILABLE when the socket cannot take it).
+  Status Ping();
+  int64_t pongs() const { return pongs_; }
 
  private:
   RedisSubscriber() = default;
   redisContext* context_ = nullptr;
+  int64_t pongs_ = 0;
 };
 
 }  // namespace transposed
