@@ -7,11 +7,14 @@
 // then re-measured side by side with longer measurements, in rounds, and the best median wins
 // (each final measurement of a big problem taken over several buffer placements: TuneOptions).
 // After each round, a finalist whose median so far is more than prune_margin slower than the best
-// so far is dropped from the later rounds (never the incumbent; none when exhaustive). A winner whose
-// rel_spread exceeds max_rel_spread, or whose final median came out more than max_slowdown times
-// its quick one (the device slowed down during the final pass: it happened once on an H100, a
+// so far is dropped from the later rounds (never the incumbent; none when exhaustive). A winner
+// whose rel_spread exceeds max_rel_spread, or whose final median came out more than max_slowdown
+// times its quick one (the device slowed down during the final pass: it happened once on an H100, a
 // winner stored at a third of its speed), is measured once more, side by side with the ceiling,
-// and the answer carries that re-measurement. A time
+// and the answer carries that re-measurement; then it is judged again: the fastest finalist whose
+// final figure beats the winner's new one by more than max_rel_spread is measured side by side
+// with it (and the ceiling), and the faster of the two wins (a load that came during the final
+// rounds never leaves a winner slower than a finalist it beat). A time
 // budget bounds the whole tune; candidates not reached within it are recorded as skipped.
 // The copy ceiling is measured in the same run (in the final rounds, side by side with the
 // finalists), so every result carries its share of it. TuneResult::breakdown says where the

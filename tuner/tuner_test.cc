@@ -112,6 +112,49 @@ TEST(TunerTest, AWinnerSlowerInTheFinalPassThanInTheQuickOneIsRemeasured) {
   EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 1.2e-3);
 }
 
+// A load that comes during the final rounds and stays (a CPU job starting on the node): the
+// winner's final rounds are noisy, its re-measurement runs under the load and comes out 5 times
+// slower than the finalist it beat. It is judged again side by side with that finalist (which,
+// measured in the same stretch, is the faster now): never stored slower than a finalist it beat
+// by more than the noise band.
+TEST(TunerTest, AWinnerReMeasuredUnderLoadIsJudgedAgainWithTheFinalistItBeat) {
+  // a: quick 1 ms, final rounds 1 / 1 / 3 ms (the load starts), then 5 ms from the re-measure
+  // on; b: 1.02 ms throughout (within the prune margin: it stays in every round; in the fake
+  // the load slows only a).
+  FakeBackend loaded({Timed("a", {1e-3, 1e-3, 1e-3, 3e-3, 5e-3}), Timed("b", {1.02e-3})});
+  StatusOr<TuneResult> r = RunTune(loaded, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->best.name, "b");
+  EXPECT_LE(r->best_measurement.median_s, 1.02e-3 * (1 + kMaxTrustedRelSpread));
+  // quick, 3 final rounds, 3 re-measure rounds, 3 rounds side by side with b
+  EXPECT_EQ(loaded.measure_calls("a"), 1 + 3 + 3 + 3);
+  EXPECT_EQ(loaded.measure_calls("b"), 1 + 3 + 3);
+  EXPECT_EQ(r->breakdown.count("tune.remeasure.rival"), 1);
+  for (const CandidateResult& c : r->candidates) {
+    if (c.phase != Phase::kFinal || !c.measurement.valid) continue;
+    EXPECT_LE(r->best_measurement.median_s, c.measurement.median_s * (1 + kMaxTrustedRelSpread))
+        << "the stored winner is never slower than a finalist by more than the noise band: "
+        << c.candidate.name;
+  }
+  EXPECT_FALSE(r->incumbent_kept);
+
+  // The load slows both alike: side by side the winner is still the faster and keeps its place.
+  FakeBackend both({Timed("a", {1e-3, 1e-3, 1e-3, 3e-3, 5e-3}),
+                    Timed("b", {1.02e-3, 1.02e-3, 1.02e-3, 1.02e-3, 5.5e-3})});
+  r = RunTune(both, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->best.name, "a");
+  EXPECT_DOUBLE_EQ(r->best_measurement.median_s, 5e-3);
+
+  // A re-measured winner within the band of the others: no rival, nothing more measured.
+  FakeBackend calm({Timed("a", {1e-3, 1e-3, 1e-3, 3e-3, 1.1e-3}), Timed("b", {1.02e-3})});
+  r = RunTune(calm, SmallProblem(), TuneOptions{});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->best.name, "a");
+  EXPECT_EQ(calm.measure_calls("a"), 1 + 3 + 3);
+  EXPECT_EQ(r->breakdown.count("tune.remeasure.rival"), 0);
+}
+
 TEST(TunerTest, PicksTheLowestMedianAndFillsTheResult) {
   FakeBackend backend({Timed("a", {3e-3}), Timed("b", {1e-3}), Timed("c", {2e-3})});
   const int64_t before_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
