@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -21,7 +23,9 @@ std::chrono::system_clock::time_point DeadlineAfter(double seconds) {
 
 StatusOr<std::string> ReadWholeFile(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument(std::string(what) + ": cannot read " + path);
+  if (!in)
+    return Status::InvalidArgument(std::string(what) + ": cannot read " + path + ": " +
+                                   std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

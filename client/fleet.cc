@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <thread>
 
 #include "client/format.h"
+#include "proto/json.h"
 
 namespace transposed {
 namespace {
@@ -65,7 +68,8 @@ StatusOr<std::vector<std::string>> ParseServerList(const std::string& list,
 
 StatusOr<std::vector<std::string>> ReadServersFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Status::NotFound("--servers-file: cannot read " + path);
+  if (!in)
+    return Status::NotFound("--servers-file: cannot read " + path + ": " + std::strerror(errno));
   std::vector<std::string> out;
   std::set<std::string> seen;
   std::string line;
@@ -189,13 +193,7 @@ std::string FleetToText(const v1::FleetReply& reply, const std::string& what) {
 }
 
 StatusOr<std::string> FleetToJson(const v1::FleetReply& reply) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  std::string out;
-  auto status = google::protobuf::util::MessageToJsonString(reply, &out, options);
-  if (!status.ok()) return Status::Internal("JSON printer: " + std::string(status.message()));
-  return out;
+  return ProtoToJson(reply, JsonLayout::kIndented);
 }
 
 }  // namespace transposed

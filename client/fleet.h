@@ -63,7 +63,7 @@ v1::FleetReply MergeFleet(const std::vector<NodeResult>& results, FleetOrder ord
 
 // One line per row: "NODE  <the single-daemon text of the row>", then a summary line.
 std::string FleetToText(const v1::FleetReply& reply, const std::string& what);
-// The reply through protobuf's JSON printer (indented, proto field names).
+// The reply in the one JSON mapping (proto/json.h), indented.
 StatusOr<std::string> FleetToJson(const v1::FleetReply& reply);
 
 }  // namespace transposed

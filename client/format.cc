@@ -1,7 +1,5 @@
 #include "client/format.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
@@ -13,8 +11,6 @@
 
 namespace transposed {
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string Printf(const char* fmt, ...) {
@@ -31,14 +27,6 @@ std::string Printf(const char* fmt, ...) {
   va_end(ap);
   out.resize(n);
   return out;
-}
-
-// Params in name order (protobuf maps have no order).
-Json ParamsToJson(const google::protobuf::Map<std::string, int64_t>& params) {
-  std::map<std::string, int64_t> sorted(params.begin(), params.end());
-  Json j = Json::object();
-  for (const auto& [k, v] : sorted) j[k] = v;
-  return j;
 }
 
 std::string ParamsToText(const google::protobuf::Map<std::string, int64_t>& params) {
@@ -113,142 +101,6 @@ std::string IsoTimeUtc(int64_t unix_ms) {
   return Printf("%s.%03" PRId64 "Z", buf, ms);
 }
 
-Json ProblemToJson(const v1::Problem& problem) {
-  Json j;
-  j["rows"] = problem.rows();
-  j["cols"] = problem.cols();
-  j["batch"] = problem.has_batch() ? problem.batch() : 1;
-  j["dtype"] = problem.dtype();
-  j["ld_in"] = problem.ld_in();
-  j["ld_out"] = problem.ld_out();
-  // The enum value's name, as protobuf's JSON printer writes it ("EXACTNESS_BIT").
-  j["exactness"] = v1::Exactness_Name(problem.exactness());
-  return j;
-}
-
-Json DeviceToJson(const v1::Device& device) {
-  Json j;
-  j["index"] = device.index();
-  j["name"] = device.name();
-  j["uuid"] = device.uuid();
-  j["backend"] = device.backend();
-  j["fingerprint"] = device.fingerprint();
-  j["memory_bytes"] = device.memory_bytes();
-  j["library_version"] = device.library_version();
-  j["device_class"] = device.device_class();
-  std::map<std::string, std::string> attrs(device.attributes().begin(), device.attributes().end());
-  Json a = Json::object();
-  for (const auto& [k, v] : attrs) a[k] = v;
-  j["attributes"] = a;
-  if (device.has_load()) {
-    const v1::DeviceLoad& l = device.load();
-    Json load;
-    load["state"] = l.state();
-    load["source"] = l.source();
-    if (!l.detail().empty()) load["detail"] = l.detail();
-    load["utilization_percent"] = l.utilization_percent();
-    load["other_processes"] = l.other_processes();
-    load["sampled_at_unix_ms"] = l.sampled_at_unix_ms();
-    if (!l.tune_contention().empty()) load["tune_contention"] = l.tune_contention();
-    if (l.tune_ceiling_gbps() > 0) load["tune_ceiling_gbps"] = l.tune_ceiling_gbps();
-    if (l.idle_ceiling_gbps() > 0) load["idle_ceiling_gbps"] = l.idle_ceiling_gbps();
-    load["background_waiting"] = l.background_waiting();
-    load["background_abandoned"] = l.background_abandoned();
-    if (!l.last_abandoned().empty()) load["last_abandoned"] = l.last_abandoned();
-    j["load"] = std::move(load);
-  }
-  return j;
-}
-
-Json MeasurementToJson(const v1::Measurement& m) {
-  Json j;
-  j["valid"] = m.valid();
-  if (!m.error().empty()) j["error"] = m.error();
-  j["gbps"] = m.gbps();
-  j["median_s"] = m.median_s();
-  j["min_s"] = m.min_s();
-  j["max_s"] = m.max_s();
-  j["rel_spread"] = m.rel_spread();
-  j["samples"] = m.samples();
-  j["warmup"] = m.warmup();
-  if (m.has_method()) {
-    // protobuf's JSON printer (field names as in the proto, unset fields left out).
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = true;
-    std::string text;
-    if (google::protobuf::util::MessageToJsonString(m.method(), &text, options).ok())
-      j["method"] = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  }
-  return j;
-}
-
-Json CandidateToJson(const v1::CandidateResult& c) {
-  Json j;
-  j["variant"] = c.variant().name();
-  j["params"] = ParamsToJson(c.variant().params());
-  j["backend"] = c.variant().backend();
-  j["phase"] = c.phase();
-  j["valid"] = c.measurement().valid();
-  j["gbps"] = c.measurement().gbps();
-  j["rel_spread"] = c.measurement().rel_spread();
-  if (!c.measurement().error().empty()) j["error"] = c.measurement().error();
-  j["measurement"] = MeasurementToJson(c.measurement());
-  return j;
-}
-
-Json AnswerToJson(const v1::Answer& a) {
-  Json j;
-  j["variant"] = a.variant().name();
-  j["params"] = ParamsToJson(a.variant().params());
-  j["backend"] = a.variant().backend();
-  j["gbps"] = a.gbps();
-  j["ceiling_gbps"] = a.ceiling_gbps();
-  j["ratio"] = a.ratio();
-  j["rel_spread"] = a.rel_spread();
-  j["noisy"] = a.noisy();
-  j["source"] = SourceName(a.source());
-  if (a.has_nearest_problem()) j["nearest_problem"] = ProblemToJson(a.nearest_problem());
-  j["device"] = DeviceToJson(a.device());
-  if (a.has_measured_on()) j["measured_on"] = DeviceToJson(a.measured_on());
-  j["origin"] = OriginName(a.origin());
-  j["problem"] = ProblemToJson(a.problem());
-  j["tuned_at"] = IsoTimeUtc(a.tuned_at_unix_ms());
-  j["tuned_at_unix_ms"] = a.tuned_at_unix_ms();
-  j["candidates_tried"] = a.candidates_tried();
-  j["candidates_valid"] = a.candidates_valid();
-  j["tune_seconds"] = a.tune_seconds();
-  if (!a.contention().empty()) j["contention"] = a.contention();
-  j["measurement"] = MeasurementToJson(a.measurement());
-  j["ceiling"] = MeasurementToJson(a.ceiling());
-  return j;
-}
-
-Json EntryToJson(const v1::Entry& entry) {
-  Json j = AnswerToJson(entry.answer());
-  if (entry.candidates_size() > 0) {
-    Json c = Json::array();
-    for (const auto& cand : entry.candidates()) c.push_back(CandidateToJson(cand));
-    j["candidates"] = std::move(c);
-  }
-  return j;
-}
-
-Json ProgressToJson(const v1::TuneProgress& p) {
-  Json j;
-  j["index"] = p.index();
-  j["total"] = p.total();
-  Json body;
-  if (p.has_answer()) {
-    j["event"] = "answer";
-    body = AnswerToJson(p.answer());
-  } else {
-    j["event"] = "candidate";
-    body = CandidateToJson(p.candidate());
-  }
-  for (auto it = body.begin(); it != body.end(); ++it) j[it.key()] = it.value();
-  return j;
-}
-
 std::string VariantLabel(const v1::Variant& variant) {
   return variant.name().empty() ? "(none)" : variant.name();
 }
@@ -264,15 +116,22 @@ std::string ProblemLabel(const v1::Problem& p) {
 }
 
 std::string AnswerToText(const v1::Answer& a) {
+  // An ANSWER_NOW heuristic default (or any answer nobody measured) has no bandwidth, ceiling,
+  // tune time or date: say so rather than print 0.0 GB/s and 1970-01-01.
+  const std::string none = "not measured";
+  const bool measured = a.gbps() > 0;
+  const bool tuned = a.tuned_at_unix_ms() > 0;
   std::vector<std::pair<std::string, std::string>> rows = {
       {"problem", ProblemLabel(a.problem())},
       {"variant", VariantLabel(a.variant())},
       {"params", ParamsToText(a.variant().params())},
       {"backend", a.variant().backend()},
-      {"bandwidth", Printf("%.1f GB/s", a.gbps())},
-      {"ceiling", Printf("%.1f GB/s (copy)", a.ceiling_gbps())},
-      {"ratio", Printf("%.3f", a.ratio())},
-      {"rel_spread", Printf("%.4f%s", a.rel_spread(), a.noisy() ? " (noisy: approximate)" : "")},
+      {"bandwidth", measured ? Printf("%.1f GB/s", a.gbps()) : none},
+      {"ceiling", a.ceiling_gbps() > 0 ? Printf("%.1f GB/s (copy)", a.ceiling_gbps()) : none},
+      {"ratio", measured && a.ceiling_gbps() > 0 ? Printf("%.3f", a.ratio()) : none},
+      {"rel_spread", measured ? Printf("%.4f%s", a.rel_spread(),
+                                       a.noisy() ? " (noisy: approximate)" : "")
+                              : none},
       {"source", a.has_nearest_problem()
                      ? SourceName(a.source()) + " (from " + ProblemLabel(a.nearest_problem()) + ")"
                      : SourceName(a.source())},
@@ -280,12 +139,15 @@ std::string AnswerToText(const v1::Answer& a) {
                         a.device().backend().c_str(), a.device().uuid().c_str())},
       {"fingerprint", a.device().fingerprint()},
       {"device_class", a.device().device_class()},
-      {"measured_on", a.measured_on().uuid() == a.device().uuid()
+      {"measured_on", !measured ? none
+                      : a.measured_on().uuid() == a.device().uuid()
                           ? std::string("this device")
                           : a.measured_on().uuid() + " (" + OriginName(a.origin()) + ")"},
-      {"tuned_at", IsoTimeUtc(a.tuned_at_unix_ms())},
-      {"candidates", Printf("%d tried, %d valid", a.candidates_tried(), a.candidates_valid())},
-      {"tune_seconds", Printf("%.3f", a.tune_seconds())},
+      {"tuned_at", tuned ? IsoTimeUtc(a.tuned_at_unix_ms()) : "not tuned yet"},
+      {"candidates", a.candidates_tried() > 0
+                         ? Printf("%d tried, %d valid", a.candidates_tried(), a.candidates_valid())
+                         : none},
+      {"tune_seconds", tuned ? Printf("%.3f", a.tune_seconds()) : none},
   };
   if (!a.contention().empty()) rows.push_back({"contention", a.contention()});
   size_t width = 0;

@@ -37,6 +37,7 @@
 #include "client/transposectl_commands.h"
 #include "client/fleet.h"
 #include "client/format.h"
+#include "core/suggest.h"
 #include "core/version.h"
 #include "proto/exported_entry_json.h"
 
@@ -62,22 +63,6 @@ using ctl::RunTune;
 using ctl::RunTuneFrom;
 using ctl::Usage;
 
-// Levenshtein distance, for naming the command a typo meant.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // The first word of the command line that is not an option or an option's value, if it names no
 // subcommand: "unknown command 'gett' (did you mean 'get'?)". Empty when the line is fine.
 std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
@@ -93,16 +78,47 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands({}))
       if (sub->check_name(arg)) return "";
     std::string message = "unknown command '" + arg + "'";
-    std::string best;
-    size_t best_d = 3;  // at most two edits away
-    for (const CLI::App* sub : app.get_subcommands({})) {
-      const size_t d = EditDistance(arg, sub->get_name());
-      if (d < best_d || sub->get_name().rfind(arg, 0) == 0) best_d = d, best = sub->get_name();
-    }
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    const std::string best = ClosestName(arg, names);
     if (!best.empty()) message += " (did you mean '" + best + "'?)";
     message += "; commands:";
     for (const CLI::App* sub : app.get_subcommands({})) message += " " + sub->get_name();
     return message;
+  }
+  return "";
+}
+
+// After CLI11 refused the line: the first flag that neither transposectl nor the command knows,
+// with the flag it probably meant: "unknown flag '--rwos' (did you mean '--rows'?)". Empty when
+// every flag is known (the error was something else). `near_global_only`: only an unknown flag
+// near one of transposectl's own (before a command word: "--servr x devices").
+std::string UnknownFlag(CLI::App& app, int argc, char** argv, bool near_global_only = false) {
+  const CLI::App* command = nullptr;
+  for (int i = 1; i < argc && command == nullptr; ++i)
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(argv[i])) command = sub;
+  std::vector<std::string> names;
+  for (const CLI::App* a : {static_cast<const CLI::App*>(&app), command}) {
+    if (a == nullptr || (near_global_only && a != &app)) continue;
+    for (const CLI::Option* o : a->get_options())
+      for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(names.begin(), names.end(), arg) != names.end()) continue;
+    if (near_global_only && command != nullptr &&
+        command->get_option_no_throw(arg) != nullptr)
+      continue;
+    std::string message = "unknown flag '" + arg + "'";
+    const std::string best = ClosestName(arg, names);
+    if (near_global_only && best.empty()) continue;
+    if (!best.empty()) message += " (did you mean '" + best + "'?)";
+    return message + "; see transposectl " + (command ? command->get_name() + " " : "") +
+           "--help";
   }
   return "";
 }
@@ -112,12 +128,15 @@ int Main(int argc, char** argv) {
   const char* env = std::getenv("TRANSPOSED_SERVER");
   g.server = (env != nullptr && *env != '\0') ? env : kDefaultServer;
 
-  CLI::App app{"transposectl: ask the transposed daemon for the best GPU transpose configuration"};
+  // The name, not argv[0]: usage lines show "transposectl", not the path it was started by.
+  CLI::App app{"transposectl: ask the transposed daemon for the best GPU transpose configuration",
+               "transposectl"};
   app.require_subcommand(1);
   // Global flags are accepted after the subcommand too ("transposectl devices --json").
   app.fallthrough();
-  app.set_version_flag("--version", std::string("transposectl ") + kProjectVersion +
-                                        " (kernel library " + kLibraryVersion + ")");
+  const std::string version = std::string("transposectl ") + kProjectVersion +
+                              " (kernel library " + kLibraryVersion + ")";
+  app.set_version_flag("--version", version);
   app.add_option("--server", g.server,
                  "Daemon address HOST:PORT, or several separated by commas (env TRANSPOSED_SERVER)")
       ->capture_default_str();
@@ -145,7 +164,7 @@ int Main(int argc, char** argv) {
       ->type_name("FILE");
   app.add_option("--timeout", g.timeout, "Deadline of the call in seconds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(ctl::Above(0, "seconds"));
 
   ProblemFlags get_flags;
   bool cache_only = false;
@@ -171,7 +190,7 @@ int Main(int argc, char** argv) {
                    "(- for stdin); tunes those not cached yet, skips the others")
       ->type_name("FILE");
   tune->add_option("--budget", budget, "Tuning budget in seconds (0: the daemon's default)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ctl::AtLeast(0, "seconds"));
   tune->add_flag("--exhaustive", exhaustive, "Measure every candidate long (slow)");
   bool force = false;
   tune->add_flag("--force", force,
@@ -190,7 +209,7 @@ int Main(int argc, char** argv) {
   CLI::App* list = app.add_subcommand("list", "List cached entries");
   AddFilterFlags(list, &list_flags);
   list->add_flag("--candidates", candidates, "Show every measured candidate of each entry");
-  list->add_option("--limit", limit, "At most N entries (0: all)")->check(CLI::NonNegativeNumber);
+  list->add_option("--limit", limit, "At most N entries (0: all)")->check(ctl::AtLeast(0, "entries"));
 
   FilterFlags delete_flags;
   bool all = false;
@@ -218,15 +237,44 @@ int Main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember(transposed::CompletionShells()));
 
-  if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty())
-    return Usage(unknown);
+  std::string help_topic;
+  CLI::App* help = app.add_subcommand("help", "Show the commands, or one command's flags");
+  help->add_option("command", help_topic, "The command");
+  CLI::App* version_cmd = app.add_subcommand("version", "Print the version");
+
+  if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+    // "--servr x devices": the flag is the mistake ('x' only looks like a command after it).
+    const std::string flag = UnknownFlag(app, argc, argv, /*near_global_only=*/true);
+    return Usage(flag.empty() ? unknown : flag);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // An unknown flag first: "--rwos" is the mistake, not the --rows it left out.
+    if (e.get_exit_code() != 0) {
+      if (const std::string unknown = UnknownFlag(app, argc, argv); !unknown.empty())
+        return Usage(unknown);
+    }
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
 
+  if (help->parsed()) {
+    if (help_topic.empty()) {
+      std::cout << app.help();
+      return 0;
+    }
+    for (CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(help_topic)) {
+        std::cout << sub->help("transposectl");
+        return 0;
+      }
+    return Usage(UnknownCommand(app, 2, std::vector<char*>{argv[0], help_topic.data()}.data()));
+  }
+  if (version_cmd->parsed()) {
+    std::cout << version << std::endl;
+    return 0;
+  }
   if (completion->parsed()) {
     std::cout << transposed::CompletionScript(app, shell);
     return 0;

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -15,12 +18,40 @@
 #include "client/fleet.h"
 #include "client/format.h"
 #include "proto/exported_entry_json.h"
+#include "proto/json.h"
 
 namespace transposed::ctl {
+
+namespace {
+
+// Whether this run's connection is plaintext (for Fail's TLS hint).
+bool plaintext = true;
+
+CLI::Validator Bound(double lo, bool inclusive, const std::string& unit) {
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%g", lo);
+  const std::string want =
+      std::string(inclusive ? "at least " : "more than ") + shown + " " + unit;
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || !(inclusive ? v >= lo : v > lo))
+          return "must be " + want + ", got " + value;
+        return "";
+      },
+      want);
+}
+
+}  // namespace
+
+CLI::Validator Above(double lo, const std::string& unit) { return Bound(lo, false, unit); }
+CLI::Validator AtLeast(double lo, const std::string& unit) { return Bound(lo, true, unit); }
 
 // The transport and token flags as client options. The token file holds one line.
 StatusOr<ClientOptions> ConnectionOptions(const Globals& g) {
   ClientOptions o;
+  plaintext = !g.tls && g.tls_ca.empty() && g.tls_cert.empty();
   o.deadline_seconds = g.timeout;
   o.tls = g.tls;
   o.tls_ca_file = g.tls_ca;
@@ -29,9 +60,12 @@ StatusOr<ClientOptions> ConnectionOptions(const Globals& g) {
   o.tls_server_name = g.tls_server_name;
   if (!g.token_file.empty()) {
     std::ifstream in(g.token_file);
+    if (!in)
+      return Status::InvalidArgument("--token-file: cannot read " + g.token_file + ": " +
+                                     std::strerror(errno));
     std::string token;
-    if (!in || !std::getline(in, token))
-      return Status::InvalidArgument("--token-file: cannot read " + g.token_file);
+    if (!std::getline(in, token))
+      return Status::InvalidArgument("--token-file: " + g.token_file + " is empty");
     while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
     if (token.empty()) return Status::InvalidArgument("--token-file: " + g.token_file + " is empty");
     o.token = token;
@@ -65,7 +99,7 @@ void AddFilterFlags(CLI::App* cmd, FilterFlags* f) {
   cmd->add_option("--library-version", f->library_version, "Kernel library version");
   f->older_opt =
       cmd->add_option("--older-than-days", f->older_than_days, "Entries tuned more than D days ago")
-          ->check(CLI::NonNegativeNumber);
+          ->check(AtLeast(0, "days"));
 }
 
 v1::Problem BuildProblem(const ProblemFlags& f) {
@@ -108,6 +142,20 @@ bool FilterEmpty(const v1::EntryFilter& f) {
 
 int Fail(const Status& s) {
   std::cerr << "transposectl: " << s.ToString() << std::endl;
+  if (s.code() == StatusCode::kUnavailable) {
+    const std::string& m = s.message();
+    if (m.find("Connection refused") != std::string::npos) {
+      std::cerr << "transposectl: hint: no daemon listens there; start one (transposed --listen "
+                   "HOST:PORT, default 127.0.0.1:50051) or name another with --server or "
+                   "TRANSPOSED_SERVER (docs/user/cli.md)"
+                << std::endl;
+    } else if (plaintext && (m.find("Socket closed") != std::string::npos ||
+                             m.find("Connection reset") != std::string::npos)) {
+      std::cerr << "transposectl: hint: the daemon may require TLS: --tls-ca FILE (the CA that "
+                   "signed its certificate; docs/user/security.md)"
+                << std::endl;
+    }
+  }
   return s.code() == StatusCode::kUnavailable ? 3 : 1;
 }
 
@@ -116,14 +164,19 @@ int Usage(const std::string& message) {
   return 2;
 }
 
+// A reply on stdout in the one JSON mapping (proto/json.h).
+int PrintJson(const google::protobuf::Message& message, JsonLayout layout) {
+  auto json = ProtoToJson(message, layout);
+  if (!json.ok()) return Fail(json.status());
+  std::cout << *json << std::endl;
+  return 0;
+}
+
 int RunGet(Client& client, const Globals& g, const ProblemFlags& f, v1::CachePolicy policy) {
   auto answer = client.GetConfig(BuildProblem(f), policy);
   if (!answer.ok()) return Fail(answer.status());
-  if (g.json) {
-    std::cout << AnswerToJson(*answer).dump(2) << std::endl;
-  } else {
-    std::cout << AnswerToText(*answer);
-  }
+  if (g.json) return PrintJson(*answer, JsonLayout::kIndented);
+  std::cout << AnswerToText(*answer);
   return 0;
 }
 
@@ -162,7 +215,7 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
   std::ifstream file;
   if (path != "-") {
     file.open(path);
-    if (!file) return Usage("--from: cannot read " + path);
+    if (!file) return Usage("--from: cannot read " + path + ": " + std::strerror(errno));
   }
   std::istream& in = path == "-" ? std::cin : file;
   struct Line {
@@ -190,8 +243,6 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
   }
   if (errors > 0) return 2;
   const bool bar = isatty(STDERR_FILENO) != 0;
-  google::protobuf::util::JsonPrintOptions json;
-  json.preserve_proto_field_names = true;
   size_t answered = 0;
   int tuned = 0, cached = 0, failed = 0;
   for (size_t first = 0; first < problems.size(); first += kMaxTuneManyProblems) {
@@ -233,9 +284,7 @@ int RunTuneFrom(Client& client, const Globals& g, const std::string& path, doubl
       const v1::Answer& answer = p.answer();
       (answer.source() == v1::SOURCE_CACHE ? cached : tuned) += 1;
       if (g.json) {
-        std::string out;
-        (void)google::protobuf::util::MessageToJsonString(answer, &out, json);
-        std::cout << out << std::endl;
+        if (PrintJson(answer, JsonLayout::kLine) != 0) return Status::Internal("JSON printer");
       } else if (!bar) {
         std::cout << ProblemLabel(problems[i].problem) << ": " << answer.variant().name() << " "
                   << (answer.source() == v1::SOURCE_CACHE ? "(cached, skipped)" : "(tuned)")
@@ -271,7 +320,7 @@ int RunTune(Client& client, const Globals& g, const ProblemFlags& f, double budg
   request.set_exhaustive(exhaustive);
   auto answer = client.Tune(request, [&](const v1::TuneProgress& p) {
     if (g.json) {
-      std::cout << ProgressToJson(p).dump() << std::endl;  // one object per line, flushed
+      (void)PrintJson(p, JsonLayout::kLine);  // one TuneProgress per line, flushed
     } else if (!p.has_answer()) {
       std::cout << ProgressToText(p) << std::endl;
     }
@@ -285,10 +334,9 @@ int RunDevices(Client& client, const Globals& g) {
   auto devices = client.ListDevices();
   if (!devices.ok()) return Fail(devices.status());
   if (g.json) {
-    nlohmann::ordered_json j;
-    j["devices"] = nlohmann::ordered_json::array();
-    for (const auto& d : *devices) j["devices"].push_back(DeviceToJson(d));
-    std::cout << j.dump(2) << std::endl;
+    v1::ListDevicesResponse reply;
+    for (const auto& d : *devices) *reply.add_devices() = d;
+    return PrintJson(reply, JsonLayout::kIndented);
   } else {
     for (const auto& d : *devices) std::cout << DeviceToText(d) << "\n";
     if (devices->empty()) std::cout << "no devices\n";
@@ -304,10 +352,9 @@ int RunList(Client& client, const Globals& g, const FilterFlags& f, bool candida
   auto entries = client.ListEntries(request);
   if (!entries.ok()) return Fail(entries.status());
   if (g.json) {
-    nlohmann::ordered_json j;
-    j["entries"] = nlohmann::ordered_json::array();
-    for (const auto& e : *entries) j["entries"].push_back(EntryToJson(e));
-    std::cout << j.dump(2) << std::endl;
+    v1::ListEntriesResponse reply;
+    for (const auto& e : *entries) *reply.add_entries() = e;
+    return PrintJson(reply, JsonLayout::kIndented);
   } else {
     for (const auto& e : *entries) std::cout << EntryToText(e) << "\n";
     std::cout << entries->size() << (entries->size() == 1 ? " entry" : " entries") << "\n";
@@ -325,9 +372,9 @@ int RunDelete(Client& client, const Globals& g, const FilterFlags& f, bool all) 
   auto deleted = client.DeleteEntries(request);
   if (!deleted.ok()) return Fail(deleted.status());
   if (g.json) {
-    nlohmann::ordered_json j;
-    j["deleted"] = *deleted;
-    std::cout << j.dump(2) << std::endl;
+    v1::DeleteEntriesResponse reply;
+    reply.set_deleted(*deleted);
+    return PrintJson(reply, JsonLayout::kIndented);
   } else {
     std::cout << "deleted " << *deleted << (*deleted == 1 ? " entry" : " entries") << "\n";
   }
@@ -359,7 +406,8 @@ int RunImport(Client& client, const Globals& g, const std::string& path) {
   std::istream* in = &std::cin;
   if (path != "-") {
     file.open(path);
-    if (!file) return Fail(Status::NotFound("import: cannot read " + path));
+    if (!file)
+      return Fail(Status::NotFound("import: cannot read " + path + ": " + std::strerror(errno)));
     in = &file;
   }
   v1::ImportEntriesResponse total;
@@ -417,13 +465,7 @@ int RunImport(Client& client, const Globals& g, const std::string& path) {
   total.set_received(total.received() + unparsable);
   total.set_invalid(total.invalid() + unparsable);
   if (g.json) {
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    options.always_print_primitive_fields = true;
-    std::string out;
-    (void)google::protobuf::util::MessageToJsonString(total, &out, options);
-    std::cout << out << std::endl;
+    if (PrintJson(total, JsonLayout::kIndented) != 0) return 1;
   } else {
     std::cout << "read " << total.received() << " rows: imported " << total.imported()
               << ", kept " << total.kept_existing() << " (the stored winner was as fast or faster)"

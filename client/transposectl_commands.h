@@ -56,6 +56,11 @@ struct FilterFlags {
   CLI::Option* older_opt = nullptr;
 };
 
+// Range checks with a plain message ("--timeout: must be more than 0 seconds, got 0"; CLI11's
+// own PositiveNumber prints its range with a 309-digit bound).
+CLI::Validator Above(double lo, const std::string& unit);
+CLI::Validator AtLeast(double lo, const std::string& unit);
+
 // The transport and token flags as client options. The token file holds one line.
 StatusOr<ClientOptions> ConnectionOptions(const Globals& g);
 // --rows, --cols, --dtype (required unless `required` is false), --batch, --ld-in, --ld-out,
@@ -65,13 +70,18 @@ void AddProblemFlags(CLI::App* cmd, ProblemFlags* f, bool required = true);
 void AddFilterFlags(CLI::App* cmd, FilterFlags* f);
 // Prints "transposectl: <message>" on stderr; returns 2.
 int Usage(const std::string& message);
+// Prints "transposectl: CODE: message" on stderr, with a hint line when the status says what went
+// wrong on the way to the daemon: nothing listens at the address (how to start one), or the
+// connection closed during a plaintext call (the daemon may require TLS: --tls-ca). Returns 3
+// for UNAVAILABLE, else 1.
+int Fail(const Status& s);
 // get: one GetConfig with `policy`.
 int RunGet(Client& client, const Globals& g, const ProblemFlags& f, v1::CachePolicy policy);
 // `tune --from FILE`: pre-tunes every problem of the file through TuneMany, in calls of at most
 // kMaxTuneManyProblems: the daemon skips the cached ones and tunes the others one after the
 // other (joining a tune of the same problem in flight); with --force it re-tunes them all
 // (admin). A progress bar on a terminal (stderr); with --json one transposed.v1.Answer per
-// problem on stdout (protobuf's JSON printer). With --value-exact, every problem of the file asks
+// problem on stdout (the one JSON mapping, proto/json.h). With --value-exact, every problem of the file asks
 // for value-exact answers (a JSON line may also set "exactness"). With --background the tunes
 // are polite (docs/user/polite.md: they yield to other work on a busy GPU, and one abandoned
 // fails as UNAVAILABLE). Exit 1 if any problem failed.

@@ -2,15 +2,12 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "proto/json.h"
+
 namespace transposed {
 
 StatusOr<std::string> ExportedEntryToLine(const v1::ExportedEntry& entry) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  std::string line;
-  auto s = google::protobuf::util::MessageToJsonString(entry, &line, options);
-  if (!s.ok()) return Status::Internal("JSON printer: " + std::string(s.message()));
-  return line;
+  return ProtoToJson(entry, JsonLayout::kLine);
 }
 
 StatusOr<v1::ExportedEntry> ExportedEntryFromLine(const std::string& line) {

@@ -1,6 +1,6 @@
 // The one JSON-lines format of exported entries (`transposectl export`, `transposectl import`,
-// `transposed --seed`): one transposed.v1.ExportedEntry per line, through protobuf's JSON printer
-// and parser (proto field names; unknown fields refused).
+// `transposed --seed`): one transposed.v1.ExportedEntry per line, in the one JSON mapping
+// (proto/json.h) and read back by protobuf's JSON parser (unknown fields refused).
 // Pure functions; thread-safe.
 #pragma once
 

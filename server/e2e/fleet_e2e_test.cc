@@ -207,11 +207,11 @@ TEST_F(FleetTest, TwoInstancesOfOneClassShareThroughExportImportAndSeed) {
   Ctl hit;
   Json j = CacheOnly(b, problem, &hit);
   ASSERT_TRUE(j.is_object()) << hit.Describe();
-  EXPECT_EQ(j["source"], "cache");
-  EXPECT_EQ(j["origin"], "imported");
+  EXPECT_EQ(j["source"], "SOURCE_CACHE");
+  EXPECT_EQ(j["origin"], "ORIGIN_IMPORTED");
   EXPECT_EQ(j["device"]["uuid"], "node-b");
   EXPECT_EQ(j["measured_on"]["uuid"], "node-a");
-  EXPECT_EQ(j["variant"], tuned.variant().name());
+  EXPECT_EQ(j["variant"]["name"], tuned.variant().name());
   EXPECT_DOUBLE_EQ(j["gbps"].get<double>(), tuned.gbps());
   EXPECT_EQ(testing::ReadFile(b->log()).find("tune start"), std::string::npos);
 
@@ -269,24 +269,24 @@ TEST_F(FleetTest, AMissAsksPeersOfTheClassBeforeTuning) {
   Ctl got = RunCtl("--json --server " + b->address() + " get --rows 72 --cols 40 --dtype f16");
   ASSERT_EQ(got.exit_code, 0) << got.Describe();
   Json j = Json::parse(got.out, nullptr, false);
-  EXPECT_EQ(j["source"], "peer") << got.out;
+  EXPECT_EQ(j["source"], "SOURCE_PEER") << got.out;
   EXPECT_EQ(j["measured_on"]["uuid"], "node-a");
   EXPECT_EQ(j["device"]["uuid"], "node-b");
-  EXPECT_EQ(j["variant"], tuned.variant().name());
+  EXPECT_EQ(j["variant"]["name"], tuned.variant().name());
   const std::string log_b = testing::ReadFile(b->log());
   EXPECT_EQ(log_b.find("tune start"), std::string::npos) << log_b;
   // Stored as from a peer: the next request is a plain cache hit.
   Ctl hit;
   j = CacheOnly(b, "--rows 72 --cols 40 --dtype f16", &hit);
   ASSERT_TRUE(j.is_object()) << hit.Describe();
-  EXPECT_EQ(j["source"], "cache");
-  EXPECT_EQ(j["origin"], "peer");
+  EXPECT_EQ(j["source"], "SOURCE_CACHE");
+  EXPECT_EQ(j["origin"], "ORIGIN_PEER");
 
   // A problem no peer has: b tunes it itself.
   Ctl tuned_b = RunCtl("--json --server " + b->address() + " get --rows 48 --cols 24 --dtype f32");
   ASSERT_EQ(tuned_b.exit_code, 0) << tuned_b.Describe();
   j = Json::parse(tuned_b.out, nullptr, false);
-  EXPECT_EQ(j["source"], "tuned");
+  EXPECT_EQ(j["source"], "SOURCE_TUNED");
   EXPECT_EQ(j["measured_on"]["uuid"], "node-b");
 
   // A peer of another class is never used: c has a different thread cap, so a different class.
@@ -295,7 +295,7 @@ TEST_F(FleetTest, AMissAsksPeersOfTheClassBeforeTuning) {
   Ctl other = RunCtl("--json --server " + c->address() + " get --rows 72 --cols 40 --dtype f16");
   ASSERT_EQ(other.exit_code, 0) << other.Describe();
   j = Json::parse(other.out, nullptr, false);
-  EXPECT_EQ(j["source"], "tuned") << other.out;
+  EXPECT_EQ(j["source"], "SOURCE_TUNED") << other.out;
   EXPECT_EQ(j["measured_on"]["uuid"], "node-c");
 }
 

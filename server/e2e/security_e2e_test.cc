@@ -12,6 +12,7 @@
 #include <future>
 #include <fstream>
 #include <string>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -330,6 +331,30 @@ TEST_F(SecurityE2eTest, TransposectlSendsTheTokenAndSpeaksTls) {
       << testing::ReadFile(out);
   EXPECT_EQ(run("--token-file " + Path("token") + " delete --all"), 0)
       << testing::ReadFile(out);
+
+  // Issue 37: plaintext to this TLS daemon. transposectl says what to try (not a bare "Socket
+  // closed"); the daemon logs the client's mistake below error.
+  const std::string plain = std::string(TRANSPOSECTL_BINARY) + " --server " + daemon_->address() +
+                            " devices >" + out + " 2>&1";
+  const int rc = std::system(plain.c_str());
+  EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 3) << testing::ReadFile(out);
+  EXPECT_NE(testing::ReadFile(out).find("the daemon may require TLS: --tls-ca"), std::string::npos)
+      << testing::ReadFile(out);
+  std::string log;
+  for (int i = 0; i < 50 && (log = testing::ReadFile(daemon_->log())).find("andshake") ==
+                                std::string::npos;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_NE(log.find("andshake"), std::string::npos) << log;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("andshake") != std::string::npos) {
+      // "2026-...T...  LEVEL [tid] message": the level is the second word.
+      std::istringstream words(line);
+      std::string time, level;
+      words >> time >> level;
+      EXPECT_TRUE(level == "info" || level == "debug") << "logged at " << level << ": " << line;
+    }
 }
 
 }  // namespace

@@ -40,8 +40,8 @@ check() {  # check CONDITION_TEXT COMMAND...
   local what=$1; shift
   if ! "$@"; then echo "FAIL: $what"; fail=1; fi
 }
-field() {  # field FILE KEY -> first top-level scalar value of "KEY": in pretty-printed JSON
-  grep -m1 -E "^  \"$2\": " "$1" | sed -E 's/^  "[^"]+": "?([^",]*)"?,?$/\1/'
+field() {  # field FILE EXPR -> EXPR of the transposed.v1.Answer `a` in FILE (its JSON mapping)
+  python3 -c 'import json, sys; a = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
 
 ctl() { "$bin/transposectl" --server "$TRANSPOSED_SERVER" --timeout 300 --json "$@"; }
@@ -55,18 +55,18 @@ while read -r label args; do
   fi
   t1=$(date +%s.%N)
   ctl get $args > "$tmp/second.json" 2> "$tmp/err" || { echo "FAIL: $label: second get"; fail=1; }
-  v=$(field "$tmp/first.json" variant); src=$(field "$tmp/first.json" source)
-  ratio=$(field "$tmp/first.json" ratio); ts=$(field "$tmp/first.json" tune_seconds)
-  gbps=$(field "$tmp/first.json" gbps); cg=$(field "$tmp/first.json" ceiling_gbps)
-  backend=$(field "$tmp/first.json" backend)
-  v2=$(field "$tmp/second.json" variant); src2=$(field "$tmp/second.json" source)
+  v=$(field "$tmp/first.json" 'a["variant"]["name"]'); src=$(field "$tmp/first.json" 'a["source"]')
+  ratio=$(field "$tmp/first.json" 'a["ratio"]'); ts=$(field "$tmp/first.json" 'a["tune_seconds"]')
+  gbps=$(field "$tmp/first.json" 'a["gbps"]'); cg=$(field "$tmp/first.json" 'a["ceiling_gbps"]')
+  backend=$(field "$tmp/first.json" 'a["variant"]["backend"]')
+  v2=$(field "$tmp/second.json" 'a["variant"]["name"]'); src2=$(field "$tmp/second.json" 'a["source"]')
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')
-  check "$label: first source '$src' is tuned" [ "$src" = tuned ]
+  check "$label: first source '$src' is tuned" [ "$src" = SOURCE_TUNED ]
   check "$label: backend '$backend' is cuda" [ "$backend" = cuda ]
   check "$label: variant '$v' is a real kernel" [ -n "$v" -a "$v" != test.fault.illegal_address ]
   check "$label: ratio $ratio in (0.2, 1.2)" awk -v r="$ratio" 'BEGIN{exit !(r > 0.2 && r < 1.2)}'
   check "$label: tune_seconds $ts reported" awk -v t="$ts" 'BEGIN{exit !(t > 0)}'
-  check "$label: second source '$src2' is cache" [ "$src2" = cache ]
+  check "$label: second source '$src2' is cache" [ "$src2" = SOURCE_CACHE ]
   check "$label: second variant '$v2' = '$v'" [ "$v2" = "$v" ]
   echo "$label,$v,$gbps,$cg,$ratio,$ts,$wall,$src2" | tee -a "$out/e2e.csv"
 done < <(if [ -n "${E2E_PROBLEMS:-}" ]; then cat "$E2E_PROBLEMS"; else cat <<'PROBLEMS'
@@ -82,6 +82,7 @@ fi)
 # never cublas.geam and has no cublas.geam candidate; the value-exact request is tuned apart
 # (source tuned, exactness EXACTNESS_VALUE), its answer a candidate that passed its check, and
 # where libcublas loads (device attribute cublas) cublas.geam is among its checked candidates.
+# transposectl's --json is the API's messages in protobuf's JSON mapping (docs/user/cli.md, JSON).
 vp="--rows 4097 --cols 3001 --dtype f32"
 if ctl get $vp > "$tmp/bit.json" 2> "$tmp/err" && ctl get $vp --value-exact > "$tmp/value.json" \
     2>> "$tmp/err" && ctl list --candidates --rows 4097 --cols 3001 --dtype f32 > "$tmp/list.json" \
@@ -97,10 +98,18 @@ def need(ok, what):
 has_cublas = "cublas" in devices["devices"][0]["attributes"]
 print("cublas:", devices["devices"][0]["attributes"].get("cublas", "(not loaded)"))
 need(bit["problem"]["exactness"] == "EXACTNESS_BIT", "bit-exact answer says EXACTNESS_BIT")
-need(bit["variant"] != "cublas.geam", "bit-exact answer %s is not cublas.geam" % bit["variant"])
+need(bit["variant"]["name"] != "cublas.geam",
+     "bit-exact answer %s is not cublas.geam" % bit["variant"]["name"])
 need(value["problem"]["exactness"] == "EXACTNESS_VALUE", "value-exact answer says EXACTNESS_VALUE")
-need(value["source"] == "tuned", "value-exact request tuned apart (source %s)" % value["source"])
-entries = {e["problem"]["exactness"]: e for e in listed["entries"]}
+need(value["source"] == "SOURCE_TUNED", "value-exact request tuned apart (source %s)" % value["source"])
+# An Entry is {"answer": Answer, "candidates": [CandidateResult]}: flattened here.
+def flat(c):
+    return {"variant": c["variant"]["name"], "phase": c["phase"],
+            "valid": c["measurement"]["valid"], "gbps": c["measurement"]["gbps"]}
+entries = {e["answer"]["problem"]["exactness"]:
+           {"variant": e["answer"]["variant"]["name"], "gbps": e["answer"]["gbps"],
+            "candidates": [flat(c) for c in e.get("candidates", [])]}
+           for e in listed["entries"]}
 need(sorted(entries) == ["EXACTNESS_BIT", "EXACTNESS_VALUE"], "two entries, one per exactness")
 for name, e in sorted(entries.items()):
     cands = e.get("candidates", [])
