@@ -2,7 +2,8 @@
 # fills it: /usr/bin, /etc/transposed) for the limits the daemon depends on: a descriptor limit
 # well above systemd's default soft limit of 1024 (every client connection holds a descriptor)
 # and a restart when the daemon exits with an error (it exits 1 when it cannot listen again after
-# an accept failure); and its hardening: `systemd-analyze security` must rate it at most 4.0
+# an accept failure); Type=notify (the daemon says when it serves); and its hardening:
+# `systemd-analyze security` must rate it at most 4.0
 # (without systemd-analyze the check is skipped, except under CI). Run by CTest as systemd_unit:
 #   cmake -DUNIT=deploy/transposed.service.in -DWORK=<dir> -P deploy/check_unit.cmake
 set(TRANSPOSED_BINDIR /usr/bin)
@@ -12,13 +13,20 @@ set(UNIT "${WORK}/transposed.service")
 file(STRINGS "${UNIT}" lines)
 set(nofile "")
 set(restart "")
+set(type "")
 foreach(line IN LISTS lines)
-  if(line MATCHES "^LimitNOFILE=(.*)$")
+  if(line MATCHES "^Type=(.*)$")
+    set(type "${CMAKE_MATCH_1}")
+  elseif(line MATCHES "^LimitNOFILE=(.*)$")
     set(nofile "${CMAKE_MATCH_1}")
   elseif(line MATCHES "^Restart=(.*)$")
     set(restart "${CMAKE_MATCH_1}")
   endif()
 endforeach()
+# The daemon says READY=1 once it serves (server/daemon/notify.h; CTest notify_test).
+if(NOT type STREQUAL "notify")
+  message(FATAL_ERROR "${UNIT}: Type=${type}: want notify (the daemon tells systemd when it serves)")
+endif()
 if(nofile STREQUAL "")
   message(FATAL_ERROR "${UNIT}: no LimitNOFILE= (systemd's default soft limit is 1024)")
 endif()

@@ -19,6 +19,7 @@
 #include "core/text.h"
 #include "core/version.h"
 #include "server/backends.h"
+#include "server/daemon/notify.h"
 #include "server/daemon/seed.h"
 #include "server/grpc/grpc_log.h"
 
@@ -284,6 +285,13 @@ Status Daemon::StartServing() {
   }
   if (!flags_.port_file.empty() && !WritePortFile(flags_.port_file, listener_->port()))
     return CannotRun("cannot write --port-file=" + flags_.port_file);
+  // systemd (Type=notify): ready now, serving and the port file written.
+  if (Status s = NotifyServiceManager(
+          flags_.notify_socket,
+          "READY=1\nSTATUS=serving on " + flags_.listen + " (port " +
+              std::to_string(listener_->port()) + ")");
+      !s.ok())
+    spdlog::warn("{}", s.ToString());
   // The way back from read-only (store/store_reopener.h): health follows the store.
   reopener_ = std::make_unique<StoreReopener>(store_.get(), [this](bool writable) {
     MutexLock l(&serving_mu_);
@@ -315,6 +323,12 @@ Status Daemon::StartServer() {
   acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials_);
   builder.RegisterService(shell_.get());
+  // Reflection v1 beside gRPC's v1alpha plugin: the services a client may list.
+  reflection_v1_ = std::make_unique<ReflectionV1>(std::vector<std::string>{
+      v1::Transposer::service_full_name(), "grpc.health.v1.Health",
+      "grpc.reflection.v1alpha.ServerReflection",
+      grpc::reflection::v1::ServerReflection::service_full_name()});
+  builder.RegisterService(reflection_v1_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr)
     return CannotRun("cannot start the gRPC server on --listen=" + flags_.listen +
@@ -350,6 +364,7 @@ void Daemon::WaitForSignals() {
     }
   }
   spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  (void)NotifyServiceManager(flags_.notify_socket, "STOPPING=1");
   MutexLock l(&serving_mu_);
   stopping_ = true;
   // Health checks answer NOT_SERVING from now on; cancel tunes so that waiting requests
@@ -416,7 +431,7 @@ int RunDaemon(DaemonFlags flags) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   std::shared_ptr<ReopenableFileSink> log_sink;
-  if (!SetUpDaemonLogging(flags.log_file, flags.log_level, &log_sink)) return 1;
+  if (!SetUpDaemonLogging(flags.log_file, flags.log_level, flags.log_format, &log_sink)) return 1;
   InstallGrpcLogHook();
   spdlog::info("transposed {} starting (kernel library {}), pid {}", kProjectVersion,
                kLibraryVersion, static_cast<long>(getpid()));

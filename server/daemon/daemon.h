@@ -31,6 +31,7 @@
 #include "server/daemon/listener.h"
 #include "server/daemon/logging.h"
 #include "server/daemon/metrics.h"
+#include "server/daemon/reflection_v1.h"
 #include "server/daemon/startup.h"
 #include "server/fleet/fleet_flight.h"
 #include "server/fleet/peers.h"
@@ -114,6 +115,7 @@ class Daemon {
   std::unique_ptr<Listener> listener_;
   // The service shell must outlive its server.
   std::unique_ptr<GrpcTransposer> shell_;
+  std::unique_ptr<ReflectionV1> reflection_v1_;  // grpc.reflection.v1 (v1alpha: gRPC's plugin)
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;
   // stopping_: the signal thread has begun the shutdown; the store's health stays NOT_SERVING.

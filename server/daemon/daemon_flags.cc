@@ -54,6 +54,11 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* flags) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
   app->add_option("--log-file", flags->log_file, "log to this file instead of stderr");
+  app->add_option("--log-format", flags->log_format,
+                  "text (time level [thread] message) or json (one object per line: time in "
+                  "UTC, level, thread, message)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   AddInRange(app, "--max-queued-tunes", &flags->max_queued_tunes, 1, 1024,
              "tunes that may wait per device; more are refused with RESOURCE_EXHAUSTED");
   // Polite tuning (server/polite.h; docs/user/polite.md).

@@ -31,6 +31,9 @@ struct DaemonFlags {
   std::string log_level = "info";
   std::string log_file;
   std::string port_file;
+  std::string log_format = "text";  // --log-format: text or json
+  // Not a flag: $NOTIFY_SOCKET as main() read it (systemd Type=notify; server/daemon/notify.h).
+  std::string notify_socket;
   std::string metrics_listen;
   bool metrics_entry_ratios = false;
   SecurityOptions security;

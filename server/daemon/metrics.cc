@@ -105,8 +105,10 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
         for (const auto& e : *entries) {
           const double ceiling = e.ceiling_gbps();
           prometheus::ClientMetric m;
-          m.label = {L("device", std::to_string(device.index)), L("problem", e.problem.Key()),
-                     L("variant", e.best.name)};
+          // The device's dcgm-exporter labels, so a ratio joins DCGM's series of its GPU.
+          m.label = Labels(static_cast<size_t>(device.index));
+          m.label.push_back(L("problem", e.problem.Key()));
+          m.label.push_back(L("variant", e.best.name));
           m.gauge.value = ceiling > 0 ? e.gbps() / ceiling : 0;
           ratio.metric.push_back(std::move(m));
         }
@@ -212,13 +214,13 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
       out->push_back(std::move(*f));
   }
 
-  // The dcgm-exporter labels of device d (none beyond `device` for an index not known).
+  // The dcgm-exporter labels of device d (only `gpu` for an index not known).
   std::vector<prometheus::ClientMetric::Label> Labels(size_t d) const {
     std::vector<prometheus::ClientMetric::Label> out;
     if (d < device_labels_.size()) {
       for (const auto& [k, v] : device_labels_[d]) out.push_back(L(k, v));
     } else {
-      out.push_back(L("device", std::to_string(d)));
+      out.push_back(L("gpu", std::to_string(d)));
     }
     return out;
   }
@@ -294,10 +296,11 @@ namespace {
 std::vector<prometheus::Labels> AllDeviceLabels(const std::vector<DeviceInfo>& devices,
                                                 const std::string& hostname) {
   std::vector<prometheus::Labels> out;
-  // The daemon's index (devices are listed in it), dcgm-exporter's names for the rest.
+  // dcgm-exporter's label names and meanings: gpu (the index), UUID, modelName, Hostname. Not its
+  // `device` ("nvidia0"): a label of that name meaning our index would mean two things in one
+  // Prometheus.
   for (size_t i = 0; i < devices.size(); ++i) {
-    out.push_back({{"device", std::to_string(i)},
-                   {"gpu", std::to_string(i)},
+    out.push_back({{"gpu", std::to_string(i)},
                    {"UUID", devices[i].uuid},
                    {"modelName", devices[i].name},
                    {"Hostname", hostname}});

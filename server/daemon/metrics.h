@@ -11,9 +11,10 @@
 // before it is read, so a scrape never counts a closed one). Every name is listed in
 // docs/user/deploy.md ("Metrics (Prometheus)") and in metrics.cc.
 //
-// Per-device series carry dcgm-exporter's device labels besides `device` (the daemon's index),
-// so that they join with DCGM's on (Hostname, gpu) or UUID: gpu (the index), UUID, modelName,
-// Hostname. A fixed set per device: the cardinality is the number of devices.
+// Per-device series (transposed_entry_best_ratio too) carry dcgm-exporter's device labels, with
+// its names and meanings, so that they join with DCGM's on (Hostname, gpu) or UUID: gpu (the
+// index), UUID, modelName, Hostname; no `device` label (dcgm-exporter's says "nvidia0"). A fixed
+// set per device: the cardinality is the number of devices.
 //
 // Thread-safety: every method may be called from any number of threads at once. Attach() must be
 // called before Serve(); the service and store it is given must outlive the exposer, i.e. this

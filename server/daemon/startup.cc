@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/suggest.h"
 #include "core/text.h"
 
 namespace transposed {
@@ -65,19 +66,27 @@ Status CheckConfigFile(const CLI::App& app, const std::string& path) {
       return Status::InvalidArgument(path + ": section [" + Escape(item.parents.front()) +
                                      "] is not supported (every key belongs at the top level)");
     }
-    std::string name = item.name;
+    const std::string name = item.name;
     if (name == "++" || name == "--") continue;  // section markers (reported above)
     const CLI::Option* opt = app.get_option_no_throw("--" + name);
-    if (opt == nullptr) {
-      std::string dashed = name;
-      for (char& c : dashed)
-        if (c == '_') c = '-';
-      opt = app.get_option_no_throw("--" + dashed);
+    if (opt != nullptr && opt != app.get_config_ptr()) continue;
+    // The keys are the long flags spelled as they are: `tune_budget` is refused like any other
+    // unknown key (CLI11 would ignore it), with the spelling it meant.
+    std::vector<std::string> keys;
+    for (const CLI::Option* o : app.get_options()) {
+      if (o == app.get_config_ptr()) continue;
+      for (const std::string& l : o->get_lnames()) keys.push_back(l);
     }
-    if (opt == nullptr || opt == app.get_config_ptr()) {
-      return Status::InvalidArgument(path + ": unknown key " + Quote(name) +
-                                     " (the keys are the long flags, see transposed --help)");
-    }
+    std::string dashed = name;
+    for (char& c : dashed)
+      if (c == '_') c = '-';
+    std::string hint = ClosestName(dashed, keys);
+    if (hint.empty() && dashed != name && std::find(keys.begin(), keys.end(), dashed) != keys.end())
+      hint = dashed;
+    return Status::InvalidArgument(
+        path + ": unknown key " + Quote(name) +
+        (hint.empty() ? "" : " (did you mean " + hint + "?)") +
+        "; the keys are the long flags spelled with dashes, see transposed --help");
   }
   return Status::OK();
 }

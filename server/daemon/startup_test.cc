@@ -1,6 +1,9 @@
 #include "server/daemon/startup.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -11,11 +14,13 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
 #include <chrono>
 
+#include "server/daemon/logging.h"
 #include "testing/test_files.h"
 
 namespace transposed {
@@ -107,7 +112,7 @@ class ConfigFileTest : public ::testing::Test {
 
 TEST_F(ConfigFileTest, KnownKeysPass) {
   EXPECT_TRUE(CheckConfigFile(app_, Write("# comment\nlisten = \"127.0.0.1:1\"\n"
-                                           "tune-budget = 3\nlog_level = \"debug\"\n\n"))
+                                           "tune-budget = 3\nlog-level = \"debug\"\n\n"))
                   .ok());
 }
 
@@ -118,6 +123,21 @@ TEST_F(ConfigFileTest, UnknownKeyIsNamed) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("unknown key 'tune-budgte'"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(path), std::string::npos);
+}
+
+// Issue 37: `tune_budget` was accepted by the check and then ignored by CLI11. An underscore
+// spelling is refused like a misspelled key, with the flag it meant.
+TEST_F(ConfigFileTest, UnderscoreKeyIsRefusedWithItsFlag) {
+  for (const auto& [key, meant] : std::vector<std::pair<std::string, std::string>>{
+           {"tune_budget = 3", "tune-budget"}, {"log_level = \"debug\"", "log-level"}}) {
+    Status s = CheckConfigFile(app_, Write(key + "\n"));
+    ASSERT_FALSE(s.ok()) << key;
+    EXPECT_NE(s.message().find("unknown key '" + key.substr(0, key.find(' ')) + "'"),
+              std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("did you mean " + meant + "?"), std::string::npos) << s.message();
+  }
+  Status typo = CheckConfigFile(app_, Write("tune-budgte = 3\n"));
+  EXPECT_NE(typo.message().find("did you mean tune-budget?"), std::string::npos) << typo.message();
 }
 
 TEST_F(ConfigFileTest, SectionIsNamed) {
@@ -204,6 +224,42 @@ TEST(DescriptorBudgetTest, CapsLeaveRoomForTheDaemonsOwnFiles) {
   b = MakeDescriptorBudget(64, 40);  // nothing left: one connection
   EXPECT_EQ(b.max_connections, 1);
   EXPECT_GT(CountOpenFiles(), 2u);  // stdin, stdout, stderr at least
+}
+
+}  // namespace
+}  // namespace transposed
+
+namespace transposed {
+namespace {
+
+// --log-format json: one JSON object per line (time in UTC, level, thread, message), whatever the
+// message holds (quotes, backslashes, newlines stay inside the string).
+TEST(DaemonLogging, JsonFormatIsOneObjectPerLine) {
+  testing::TempDir dir("logging_test");
+  const std::string path = (dir.path() / "daemon.log").string();
+  std::shared_ptr<ReopenableFileSink> sink;
+  ASSERT_TRUE(SetUpDaemonLogging(path, "info", "json", &sink));
+  spdlog::info("listening on {} (port {})", "127.0.0.1:0", 4242);
+  spdlog::warn("a \"quoted\" value, a back\\slash,\na newline and a tab\t");
+  spdlog::debug("not at info");
+  spdlog::default_logger()->flush();
+  std::istringstream lines(testing::ReadFile(path));
+  std::vector<nlohmann::json> objects;
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << line;
+    objects.push_back(j);
+  }
+  ASSERT_EQ(objects.size(), 2u);
+  EXPECT_EQ(objects[0]["level"], "info");
+  EXPECT_EQ(objects[0]["message"], "listening on 127.0.0.1:0 (port 4242)");
+  EXPECT_TRUE(objects[0]["thread"].is_number());
+  EXPECT_TRUE(std::regex_match(objects[0]["time"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
+      << objects[0]["time"];
+  EXPECT_EQ(objects[1]["level"], "warning");
+  EXPECT_EQ(objects[1]["message"], "a \"quoted\" value, a back\\slash,\na newline and a tab\t");
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("startup_test"));
 }
 
 }  // namespace

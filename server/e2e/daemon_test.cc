@@ -381,11 +381,11 @@ using testing::HttpGet;
 using testing::ParseMetrics;
 
 // The value of the series of `name` (a name plus _count/_sum/_bucket{le} for histograms: pass
-// e.g. "transposed_tune_seconds_count") whose labels include device="0", -1 if none: per-device
-// series also carry dcgm-exporter's labels (gpu, UUID, modelName, Hostname).
+// e.g. "transposed_tune_seconds_count") whose labels include gpu="0", -1 if none: per-device
+// series carry dcgm-exporter's labels (gpu, UUID, modelName, Hostname).
 double Device0(const std::map<std::string, double>& samples, const std::string& name) {
   for (const auto& [series, v] : samples)
-    if (series.rfind(name + "{", 0) == 0 && series.find("device=\"0\"") != std::string::npos)
+    if (series.rfind(name + "{", 0) == 0 && series.find("gpu=\"0\"") != std::string::npos)
       return v;
   return -1;
 }
@@ -533,7 +533,7 @@ TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
   EXPECT_GE(value("transposed_rpc_latency_seconds_sum{" + rpc + "}"), tuned.tune_seconds());
   auto dev0 = [&](const std::string& name) {
     const double v = Device0(samples, name);
-    EXPECT_GE(v, 0) << name << "{device=\"0\",...} missing from\n" << text;
+    EXPECT_GE(v, 0) << name << "{gpu=\"0\",...} missing from\n" << text;
     return v;
   };
   EXPECT_EQ(dev0("transposed_cache_hits_total"), 1);
@@ -547,17 +547,23 @@ TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
   EXPECT_EQ(dev0("transposed_tune_queue_depth"), 0);
   EXPECT_EQ(value("transposed_store_read_only"), 0);  // a writable database
   EXPECT_EQ(dev0("transposed_worker_restarts_total"), 0);
-  // dcgm-exporter's device labels, the same on counters and scrape-time gauges (labels sorted).
+  // dcgm-exporter's device labels, the same on counters and scrape-time gauges (labels sorted),
+  // and nothing else: no `device` label (dcgm-exporter's `device` is "nvidia0"; issue 37).
   char host[256] = {};
   ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
-  const std::string labels = R"({Hostname=")" + std::string(host) + R"(",UUID=")" +
-                             tuned.device().uuid() + R"(",device="0",gpu="0",modelName=")" +
-                             tuned.device().name() + R"("})";
+  const std::string device_labels = R"(Hostname=")" + std::string(host) + R"(",UUID=")" +
+                                    tuned.device().uuid() + R"(",gpu="0",modelName=")" +
+                                    tuned.device().name() + R"(")";
+  const std::string labels = "{" + device_labels + "}";
   EXPECT_EQ(value("transposed_cache_hits_total" + labels), 1);
   EXPECT_EQ(value("transposed_tune_queue_depth" + labels), 0);
-  // --metrics-entry-ratios: one series per stored entry.
-  EXPECT_NEAR(value(R"(transposed_entry_best_ratio{device="0",problem="64x96.b1.f32.ldi0.ldo0",)"
-                    R"(variant=")" + tuned.variant().name() + R"("})"),
+  for (const auto& [series, v] : samples)
+    EXPECT_EQ(series.find("device=\""), std::string::npos) << "a `device` label: " << series;
+  // --metrics-entry-ratios: one series per stored entry, with the device's labels (joinable
+  // with DCGM's series on UUID or Hostname and gpu).
+  EXPECT_NEAR(value("transposed_entry_best_ratio{" + device_labels +
+                    R"(,problem="64x96.b1.f32.ldi0.ldo0",variant=")" + tuned.variant().name() +
+                    R"("})"),
               tuned.ratio(), 1e-9);
 
   // A health Watch the client cancels is counted CANCELLED (it was UNKNOWN).
