@@ -90,10 +90,17 @@ install(FILES ${PROJECT_BINARY_DIR}/transposedConfig.cmake
 # pkg-config: the static libraries in link order, gRPC/protobuf through their own .pc files. The
 # prefix is relative to the .pc file's directory (${pcfiledir}), so pkg-config gives the right
 # paths for any install prefix without --define-prefix.
+# The CUDA toolkit's directories are variables of the .pc file (cuda_includedir, cuda_libdir:
+# another toolkit with pkg-config --define-variable), not literal paths in the flags (lintian:
+# pkg-config-bad-directive for /usr/local/cuda).
 set(TRANSPOSED_PC_CUDA_LIBS "")
+set(TRANSPOSED_PC_CUDA_VARS "")
 if(TRANSPOSED_HAVE_CUDA)
-  set(TRANSPOSED_PC_CUDA_LIBS "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt -lpthread")
-  set(TRANSPOSED_PC_CUDA_CFLAGS "-I${CUDAToolkit_INCLUDE_DIRS} -DTRANSPOSED_HAVE_CUDA=1")
+  list(GET CUDAToolkit_INCLUDE_DIRS 0 _pc_cuda_inc)
+  set(TRANSPOSED_PC_CUDA_VARS
+      "cuda_includedir=${_pc_cuda_inc}\ncuda_libdir=${CUDAToolkit_LIBRARY_DIR}\n")
+  set(TRANSPOSED_PC_CUDA_LIBS "-L\${cuda_libdir} -lcudart_static -ldl -lrt -lpthread")
+  set(TRANSPOSED_PC_CUDA_CFLAGS "-I\${cuda_includedir} -DTRANSPOSED_HAVE_CUDA=1")
 endif()
 set(TRANSPOSED_PC_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
@@ -114,6 +121,44 @@ install(CODE "set(TRANSPOSED_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
               include(\"${PROJECT_SOURCE_DIR}/cmake/install_service.cmake\")"
         COMPONENT runtime)
 
+# Man pages (from --help), transposectl's completion scripts and the Debian changelog, made from
+# the built programs at build time (deploy/debian/share.sh), and the copyright file: installed
+# with the runtime package, the copyright and changelog with the dev package too (Debian policy:
+# every package carries both).
+set(_share ${PROJECT_BINARY_DIR}/generated/share)
+set(_share_files ${_share}/man/transposed.1.gz ${_share}/man/transposectl.1.gz
+                 ${_share}/completions/transposectl ${_share}/completions/_transposectl
+                 ${_share}/completions/transposectl.fish ${_share}/doc/changelog.gz)
+add_custom_command(
+  OUTPUT ${_share_files}
+  COMMAND bash ${PROJECT_SOURCE_DIR}/deploy/debian/share.sh $<TARGET_FILE:transposed>
+          $<TARGET_FILE:transposectl> ${_share}
+  DEPENDS transposed transposectl ${PROJECT_SOURCE_DIR}/deploy/debian/share.sh
+          ${PROJECT_SOURCE_DIR}/deploy/debian/changelog
+  COMMENT "man pages and completion scripts from the programs' --help")
+add_custom_target(transposed_share ALL DEPENDS ${_share_files})
+install(FILES ${_share}/man/transposed.1.gz ${_share}/man/transposectl.1.gz
+        DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT runtime)
+install(FILES ${_share}/completions/transposectl
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions COMPONENT runtime)
+install(FILES ${_share}/completions/_transposectl
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions COMPONENT runtime)
+install(FILES ${_share}/completions/transposectl.fish
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d COMPONENT runtime)
+foreach(_pkg_component runtime dev)
+  set(_pkg_doc transposed)
+  if(_pkg_component STREQUAL "dev")
+    set(_pkg_doc transposed-dev)
+  endif()
+  install(FILES ${PROJECT_SOURCE_DIR}/deploy/debian/copyright ${_share}/doc/changelog.gz
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${_pkg_doc} COMPONENT ${_pkg_component})
+endforeach()
+
+# The packages' Maintainer (Debian wants a name and an address): set it with
+# -DTRANSPOSED_MAINTAINER="Name <address>"; deploy/debian/changelog names the same.
+set(TRANSPOSED_MAINTAINER "transposed maintainers <transposed@example.org>"
+    CACHE STRING "Maintainer of the Debian packages: Name <address>")
+
 # Debian packages (`cpack -G DEB` in the build directory):
 #   transposed      the daemon, CLI, worker, C ABI library, unit, sysusers.d entry, example
 #                   configuration (/etc/transposed/transposed.toml, a conffile); Depends from
@@ -124,7 +169,7 @@ install(CODE "set(TRANSPOSED_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
 if(PROJECT_IS_TOP_LEVEL)
   set(CPACK_PACKAGE_NAME transposed)
   set(CPACK_PACKAGE_VENDOR "transposed")
-  set(CPACK_PACKAGE_CONTACT "transposed maintainers")
+  set(CPACK_PACKAGE_CONTACT "${TRANSPOSED_MAINTAINER}")
   set(CPACK_GENERATOR DEB)
   set(CPACK_SET_DESTDIR ON)
   set(CPACK_INSTALL_PREFIX /usr)
@@ -133,7 +178,8 @@ if(PROJECT_IS_TOP_LEVEL)
   set(CPACK_COMPONENTS_ALL runtime dev)
   set(CPACK_DEB_COMPONENT_INSTALL ON)
   set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-  set(CPACK_DEBIAN_PACKAGE_MAINTAINER "transposed maintainers")
+  set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${TRANSPOSED_MAINTAINER}")
+  set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME transposed)
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
@@ -143,7 +189,8 @@ transposed answers which transpose kernel configuration is fastest for a problem
 tuning on a miss (a CUDA worker per GPU, or the CPU backend) and caching the winners.")
   set(_debian ${PROJECT_SOURCE_DIR}/deploy/debian)
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
-      ${_debian}/conffiles ${_debian}/postinst ${_debian}/prerm ${_debian}/postrm)
+      ${_debian}/conffiles ${_debian}/postinst ${_debian}/prerm ${_debian}/postrm
+      ${_debian}/triggers)
   set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
   set(CPACK_DEBIAN_DEV_PACKAGE_NAME transposed-dev)
   set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
@@ -151,6 +198,8 @@ tuning on a miss (a CUDA worker per GPU, or the CPU backend) and caching the win
 Static libraries, headers, CMake package and pkg-config file of the transposed client
 (transposed::Client) and transpose kernels.")
   set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-      "transposed (= ${PROJECT_VERSION}), libgrpc++-dev, libprotobuf-dev, nlohmann-json3-dev")
+      "transposed (= ${PROJECT_VERSION}), libgrpc++-dev, libprotobuf-dev, nlohmann-json3-dev, protobuf-compiler-grpc")
+  # protobuf-compiler-grpc: Debian's gRPC CMake package (find_dependency(gRPC CONFIG) in
+  # transposedConfig.cmake) refuses to load without its grpc_cpp_plugin.
   include(CPack)
 endif()

@@ -15,7 +15,8 @@
 #        layout checked (binaries in /usr/bin, the unit's ExecStart binary and --config file
 #        present, the system user, no -dev package among the Depends), the unit rated by
 #        `systemd-analyze security` (at most 4.0), then the unit's ExecStart run as its User=
-#        and transposectl `devices` and `tune` against it.
+#        and transposectl `devices` and `tune` against it; then transposed-dev with cmake and g++,
+#        and find_package(transposed) in a CMake project (its Depends are enough).
 #
 # Needs root (re-runs itself with sudo), debootstrap and network access to the Debian mirror
 # ($DEBIAN_MIRROR, default http://deb.debian.org/debian). The debootstrapped root is cached as a
@@ -208,6 +209,30 @@ test_deb() {
   ctl "$root" /usr/bin/transposectl "source: +tuned" tune --rows 320 --cols 200 --dtype f16
   ctl "$root" /usr/bin/transposectl "source: +cache" get --rows 320 --cols 200 --dtype f16
   kill -TERM "${PIDS[-1]}" && wait "${PIDS[-1]}" || fail "the daemon did not stop cleanly on SIGTERM"
+  # transposed-dev: its Depends are enough for find_package(transposed) (issue 37: Debian's gRPC
+  # CMake package needs grpc_cpp_plugin, from protobuf-compiler-grpc). A package built with CUDA
+  # also needs a CUDA toolkit, which this root has not: then the search must get as far as it.
+  local dev
+  dev=$(ls "$BUILD_DIR"/transposed-dev_*.deb)
+  cp "$dev" "$root/tmp/"
+  step "deb: apt-get install ./$(basename "$dev") cmake g++; find_package(transposed)"
+  quiet chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends "/tmp/$(basename "$dev")" cmake g++
+  mkdir -p "$root/tmp/consumer"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(consumer CXX)' \
+    'find_package(transposed CONFIG REQUIRED)' > "$root/tmp/consumer/CMakeLists.txt"
+  if ! chroot "$root" cmake -S /tmp/consumer -B /tmp/consumer/build > "$WORK/consumer.log" 2>&1; then
+    if grep -q 'set(transposed_HAVE_CUDA ON)' "$root"/usr/lib/*/cmake/transposed/transposedConfig.cmake \
+        "$root"/usr/lib/cmake/transposed/transposedConfig.cmake 2>/dev/null &&
+        grep -q CUDAToolkit "$WORK/consumer.log" && ! grep -qi 'grpc' "$WORK/consumer.log"; then
+      step "deb: find_package(transposed) got to CUDAToolkit (a CUDA build; no toolkit in this root)"
+    else
+      tail -30 "$WORK/consumer.log" >&2
+      fail "find_package(transposed) failed with only transposed-dev's Depends"
+    fi
+  else
+    step "deb: find_package(transposed) found with transposed-dev's Depends"
+  fi
   step "deb: ok"
 }
 

@@ -11,7 +11,8 @@
 #                                        safety build), node + npm and the pinned npm packages of
 #                                        the Kubernetes manifest validator, debootstrap and
 #                                        systemd (deploy/fresh-root-test.sh, systemd-analyze),
-#                                        zsh and fish (the completion scripts' test)
+#                                        zsh and fish (the completion scripts' test), lintian
+#                                        (the packages' test)
 #   ... --list                           print the mode's Debian packages, install nothing
 # Package progress goes to a log file ($TMPDIR/transposed-install-deps.log), printed on failure.
 set -euo pipefail
@@ -53,6 +54,8 @@ if [ "$MODE" = ci ]; then
   PKGS+=(clang debootstrap systemd)
   # clang-format (git-clang-format): deploy/format-check.sh, the changed C++ lines' format.
   PKGS+=(clang-format)
+  # lintian checks the Debian packages (deploy/packaging_test.sh, CTest packaging_test).
+  PKGS+=(lintian)
   # zsh and fish: client/completion_test.sh runs transposectl's completion scripts in them.
   PKGS+=(zsh fish)
   # node and npm run the Kubernetes manifest validator (deploy/kubernetes/validate/). A node that
