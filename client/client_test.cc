@@ -6,6 +6,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "client/format.h"

@@ -129,9 +129,9 @@ std::string AnswerToText(const v1::Answer& a) {
       {"bandwidth", measured ? Printf("%.1f GB/s", a.gbps()) : none},
       {"ceiling", a.ceiling_gbps() > 0 ? Printf("%.1f GB/s (copy)", a.ceiling_gbps()) : none},
       {"ratio", measured && a.ceiling_gbps() > 0 ? Printf("%.3f", a.ratio()) : none},
-      {"rel_spread", measured ? Printf("%.4f%s", a.rel_spread(),
-                                       a.noisy() ? " (noisy: approximate)" : "")
-                              : none},
+      {"rel_spread",
+       measured ? Printf("%.4f%s", a.rel_spread(), a.noisy() ? " (noisy: approximate)" : "")
+                : none},
       {"source", a.has_nearest_problem()
                      ? SourceName(a.source()) + " (from " + ProblemLabel(a.nearest_problem()) + ")"
                      : SourceName(a.source())},

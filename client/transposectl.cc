@@ -16,6 +16,7 @@
 // Exit status: 0 success, 1 the daemon answered with an error, 2 usage error, 3 the daemon could
 // not be reached (UNAVAILABLE). Errors go to stderr as "transposectl: CODE: message".
 #include <google/protobuf/util/json_util.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -30,13 +31,11 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "client/client.h"
 #include "client/completion.h"
-#include "client/transposectl_commands.h"
 #include "client/fleet.h"
 #include "client/format.h"
+#include "client/transposectl_commands.h"
 #include "core/suggest.h"
 #include "core/version.h"
 #include "proto/exported_entry_json.h"
@@ -110,15 +109,13 @@ std::string UnknownFlag(CLI::App& app, int argc, char** argv, bool near_global_o
     if (arg.rfind("--", 0) != 0) continue;
     arg = arg.substr(0, arg.find('='));
     if (std::find(names.begin(), names.end(), arg) != names.end()) continue;
-    if (near_global_only && command != nullptr &&
-        command->get_option_no_throw(arg) != nullptr)
+    if (near_global_only && command != nullptr && command->get_option_no_throw(arg) != nullptr)
       continue;
     std::string message = "unknown flag '" + arg + "'";
     const std::string best = ClosestName(arg, names);
     if (near_global_only && best.empty()) continue;
     if (!best.empty()) message += " (did you mean '" + best + "'?)";
-    return message + "; see transposectl " + (command ? command->get_name() + " " : "") +
-           "--help";
+    return message + "; see transposectl " + (command ? command->get_name() + " " : "") + "--help";
   }
   return "";
 }
@@ -134,8 +131,8 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   // Global flags are accepted after the subcommand too ("transposectl devices --json").
   app.fallthrough();
-  const std::string version = std::string("transposectl ") + kProjectVersion +
-                              " (kernel library " + kLibraryVersion + ")";
+  const std::string version =
+      std::string("transposectl ") + kProjectVersion + " (kernel library " + kLibraryVersion + ")";
   app.set_version_flag("--version", version);
   app.add_option("--server", g.server,
                  "Daemon address HOST:PORT, or several separated by commas (env TRANSPOSED_SERVER)")
@@ -209,7 +206,8 @@ int Main(int argc, char** argv) {
   CLI::App* list = app.add_subcommand("list", "List cached entries");
   AddFilterFlags(list, &list_flags);
   list->add_flag("--candidates", candidates, "Show every measured candidate of each entry");
-  list->add_option("--limit", limit, "At most N entries (0: all)")->check(ctl::AtLeast(0, "entries"));
+  list->add_option("--limit", limit, "At most N entries (0: all)")
+      ->check(ctl::AtLeast(0, "entries"));
 
   FilterFlags delete_flags;
   bool all = false;

@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -30,8 +30,7 @@ bool plaintext = true;
 CLI::Validator Bound(double lo, bool inclusive, const std::string& unit) {
   char shown[32];
   std::snprintf(shown, sizeof shown, "%g", lo);
-  const std::string want =
-      std::string(inclusive ? "at least " : "more than ") + shown + " " + unit;
+  const std::string want = std::string(inclusive ? "at least " : "more than ") + shown + " " + unit;
   return CLI::Validator(
       [=](std::string& value) -> std::string {
         char* end = nullptr;

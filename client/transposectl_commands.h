@@ -81,9 +81,9 @@ int RunGet(Client& client, const Globals& g, const ProblemFlags& f, v1::CachePol
 // kMaxTuneManyProblems: the daemon skips the cached ones and tunes the others one after the
 // other (joining a tune of the same problem in flight); with --force it re-tunes them all
 // (admin). A progress bar on a terminal (stderr); with --json one transposed.v1.Answer per
-// problem on stdout (the one JSON mapping, proto/json.h). With --value-exact, every problem of the file asks
-// for value-exact answers (a JSON line may also set "exactness"). With --background the tunes
-// are polite (docs/user/polite.md: they yield to other work on a busy GPU, and one abandoned
+// problem on stdout (the one JSON mapping, proto/json.h). With --value-exact, every problem of the
+// file asks for value-exact answers (a JSON line may also set "exactness"). With --background the
+// tunes are polite (docs/user/polite.md: they yield to other work on a busy GPU, and one abandoned
 // fails as UNAVAILABLE). Exit 1 if any problem failed.
 int RunTuneFrom(Client& client, const Globals& g, const std::string& path, double budget,
                 bool exhaustive, bool force, bool background, bool value_exact);

@@ -114,9 +114,8 @@ TEST(TransposectlJson, EveryCommandSpeaksTheOneMapping) {
   CtlRun exp = Ctl(at + "export");
   ExpectLines<v1::ExportedEntry>(exp, "export", 3);
   std::ofstream(exported) << exp.out;
-  ExpectReply<v1::ImportEntriesResponse>(Ctl("--server " + b.address() + " --json import " +
-                                             exported.string()),
-                                         "import");
+  ExpectReply<v1::ImportEntriesResponse>(
+      Ctl("--server " + b.address() + " --json import " + exported.string()), "import");
   ExpectReply<v1::DeleteEntriesResponse>(Ctl(at + "--json delete --dtype u8"), "delete");
   // A fleet: the same mapping, rows naming their daemon.
   ExpectReply<v1::FleetReply>(Ctl(both + "--json devices"), "fleet devices");

@@ -268,8 +268,7 @@ void ExpectTunedAnswer(const Json& j, const std::string& context) {
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  EXPECT_NEAR(static_cast<double>(Int(j["tuned_at_unix_ms"])),
-              static_cast<double>(now_ms), 3600e3);
+  EXPECT_NEAR(static_cast<double>(Int(j["tuned_at_unix_ms"])), static_cast<double>(now_ms), 3600e3);
   const Json& d = j["device"];
   EXPECT_EQ(d["index"], 0) << d.dump();
   EXPECT_EQ(d["backend"], "cpu") << d.dump();
@@ -300,8 +299,8 @@ TEST_F(DaemonTest, MissTunesThenHitsCache) {
   args.insert(args.end(), problem.begin(), problem.end());
   CtlResult text = Ctl(args);
   ASSERT_EQ(text.exit_code, 0) << text.Describe();
-  EXPECT_TRUE(
-      std::regex_search(text.out, std::regex("variant: +" + first["variant"]["name"].get<std::string>())))
+  EXPECT_TRUE(std::regex_search(
+      text.out, std::regex("variant: +" + first["variant"]["name"].get<std::string>())))
       << text.out;
   EXPECT_TRUE(std::regex_search(text.out, std::regex("source: +cache"))) << text.out;
   EXPECT_TRUE(std::regex_search(text.out, std::regex("bandwidth: +[0-9.]+ GB/s"))) << text.out;
@@ -660,8 +659,8 @@ TEST_F(DaemonTest, DevicesListDelete) {
   EXPECT_EQ(list({"--device", uuid}).size(), 3u);
   EXPECT_EQ(list({"--fingerprint", fingerprint}).size(), 3u);
   EXPECT_EQ(list({"--fingerprint", "no-such-fingerprint"}).size(), 0u);
-  EXPECT_EQ(list({"--variant", a["variant"]["name"].get<std::string>(), "--rows", "64", "--cols", "96",
-                  "--dtype", "f32"})
+  EXPECT_EQ(list({"--variant", a["variant"]["name"].get<std::string>(), "--rows", "64", "--cols",
+                  "96", "--dtype", "f32"})
                 .size(),
             1u);
   EXPECT_EQ(list({"--library-version", d0["library_version"].get<std::string>()}).size(), 3u);
@@ -677,7 +676,8 @@ TEST_F(DaemonTest, DevicesListDelete) {
     names.insert(cand["variant"]["name"].get<std::string>());
   EXPECT_EQ(static_cast<int>(names.size()), with[0]["candidates_tried"].get<int>())
       << "one distinct candidate per candidate tried: " << with.dump(2);
-  EXPECT_EQ(names.count(c["variant"]["name"].get<std::string>()), 1u) << "the winner is a candidate";
+  EXPECT_EQ(names.count(c["variant"]["name"].get<std::string>()), 1u)
+      << "the winner is a candidate";
   CtlResult list_text = Ctl({"list", "--candidates", "--dtype", "f64"});
   ASSERT_EQ(list_text.exit_code, 0) << list_text.Describe();
   EXPECT_GE(Lines(list_text.out).size(), names.size() + 1) << list_text.Describe();

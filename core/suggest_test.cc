@@ -20,7 +20,7 @@ TEST(SuggestTest, NearestWithinTwoEdits) {
   EXPECT_EQ(ClosestName("--colums", names), "--cols");
   EXPECT_EQ(ClosestName("--bat", names), "--batch");  // a prefix, 2 edits
   EXPECT_EQ(ClosestName("--zzzzzz", names), "");
-  EXPECT_EQ(ClosestName("--rows", names), "");        // not a typo
+  EXPECT_EQ(ClosestName("--rows", names), "");  // not a typo
   EXPECT_EQ(ClosestName("", names), "");
 }
 

@@ -286,10 +286,9 @@ Status Daemon::StartServing() {
   if (!flags_.port_file.empty() && !WritePortFile(flags_.port_file, listener_->port()))
     return CannotRun("cannot write --port-file=" + flags_.port_file);
   // systemd (Type=notify): ready now, serving and the port file written.
-  if (Status s = NotifyServiceManager(
-          flags_.notify_socket,
-          "READY=1\nSTATUS=serving on " + flags_.listen + " (port " +
-              std::to_string(listener_->port()) + ")");
+  if (Status s = NotifyServiceManager(flags_.notify_socket,
+                                      "READY=1\nSTATUS=serving on " + flags_.listen + " (port " +
+                                          std::to_string(listener_->port()) + ")");
       !s.ok())
     spdlog::warn("{}", s.ToString());
   // The way back from read-only (store/store_reopener.h): health follows the store.
@@ -324,10 +323,10 @@ Status Daemon::StartServer() {
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials_);
   builder.RegisterService(shell_.get());
   // Reflection v1 beside gRPC's v1alpha plugin: the services a client may list.
-  reflection_v1_ = std::make_unique<ReflectionV1>(std::vector<std::string>{
-      v1::Transposer::service_full_name(), "grpc.health.v1.Health",
-      "grpc.reflection.v1alpha.ServerReflection",
-      grpc::reflection::v1::ServerReflection::service_full_name()});
+  reflection_v1_ = std::make_unique<ReflectionV1>(
+      std::vector<std::string>{v1::Transposer::service_full_name(), "grpc.health.v1.Health",
+                               "grpc.reflection.v1alpha.ServerReflection",
+                               grpc::reflection::v1::ServerReflection::service_full_name()});
   builder.RegisterService(reflection_v1_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr)

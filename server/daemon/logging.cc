@@ -1,9 +1,8 @@
 #include "server/daemon/logging.h"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-
-#include <spdlog/pattern_formatter.h>
 
 #include <cstdio>
 #include <memory>

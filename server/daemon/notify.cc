@@ -22,7 +22,8 @@ Status NotifyServiceManager(const std::string& socket_path, const std::string& s
   const socklen_t len =
       static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket_path.size());
   const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::Unavailable(std::string("NOTIFY_SOCKET: socket: ") + std::strerror(errno));
+  if (fd < 0)
+    return Status::Unavailable(std::string("NOTIFY_SOCKET: socket: ") + std::strerror(errno));
   const ssize_t sent = sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
                               reinterpret_cast<const sockaddr*>(&addr), len);
   const int error = errno;

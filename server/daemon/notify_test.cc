@@ -85,8 +85,7 @@ TEST(NotifyTest, TheDaemonSaysReadyOnceServingAndStoppingOnSigterm) {
   ASSERT_TRUE(started.ok()) << started.ToString();
   const std::string ready = s.Receive(10000);
   EXPECT_EQ(ready.rfind("READY=1\n", 0), 0u) << ready;
-  EXPECT_NE(ready.find("(port " + std::to_string(d.port()) + ")"), std::string::npos)
-      << ready;
+  EXPECT_NE(ready.find("(port " + std::to_string(d.port()) + ")"), std::string::npos) << ready;
   EXPECT_TRUE(d.Stop().ok());
   EXPECT_EQ(s.Receive(10000), "STOPPING=1");
   if (!::testing::Test::HasFailure()) d.RemoveDir();

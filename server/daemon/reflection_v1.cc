@@ -42,8 +42,7 @@ ReflectionV1::ReflectionV1(std::vector<std::string> services) : services_(std::m
 
 grpc::Status ReflectionV1::ServerReflectionInfo(
     grpc::ServerContext* /*context*/,
-    grpc::ServerReaderWriter<rv1::ServerReflectionResponse, rv1::ServerReflectionRequest>*
-        stream) {
+    grpc::ServerReaderWriter<rv1::ServerReflectionResponse, rv1::ServerReflectionRequest>* stream) {
   const DescriptorPool* pool = DescriptorPool::generated_pool();
   std::set<std::string> sent;  // files this stream has sent
   rv1::ServerReflectionRequest request;
@@ -72,7 +71,8 @@ grpc::Status ReflectionV1::ServerReflectionInfo(
         break;
       }
       case rv1::ServerReflectionRequest::kAllExtensionNumbersOfType: {
-        const Descriptor* type = pool->FindMessageTypeByName(request.all_extension_numbers_of_type());
+        const Descriptor* type =
+            pool->FindMessageTypeByName(request.all_extension_numbers_of_type());
         if (type == nullptr) {
           Error(&r, grpc::StatusCode::NOT_FOUND,
                 "type not found: " + request.all_extension_numbers_of_type());

@@ -1,24 +1,24 @@
 #include "server/daemon/startup.h"
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
-#include <chrono>
 
 #include "server/daemon/logging.h"
 #include "testing/test_files.h"
@@ -112,7 +112,7 @@ class ConfigFileTest : public ::testing::Test {
 
 TEST_F(ConfigFileTest, KnownKeysPass) {
   EXPECT_TRUE(CheckConfigFile(app_, Write("# comment\nlisten = \"127.0.0.1:1\"\n"
-                                           "tune-budget = 3\nlog-level = \"debug\"\n\n"))
+                                          "tune-budget = 3\nlog-level = \"debug\"\n\n"))
                   .ok());
 }
 
@@ -133,7 +133,8 @@ TEST_F(ConfigFileTest, UnderscoreKeyIsRefusedWithItsFlag) {
     Status s = CheckConfigFile(app_, Write(key + "\n"));
     ASSERT_FALSE(s.ok()) << key;
     EXPECT_NE(s.message().find("unknown key '" + key.substr(0, key.find(' ')) + "'"),
-              std::string::npos) << s.message();
+              std::string::npos)
+        << s.message();
     EXPECT_NE(s.message().find("did you mean " + meant + "?"), std::string::npos) << s.message();
   }
   Status typo = CheckConfigFile(app_, Write("tune-budgte = 3\n"));

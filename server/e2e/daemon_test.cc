@@ -385,8 +385,7 @@ using testing::ParseMetrics;
 // series carry dcgm-exporter's labels (gpu, UUID, modelName, Hostname).
 double Device0(const std::map<std::string, double>& samples, const std::string& name) {
   for (const auto& [series, v] : samples)
-    if (series.rfind(name + "{", 0) == 0 && series.find("gpu=\"0\"") != std::string::npos)
-      return v;
+    if (series.rfind(name + "{", 0) == 0 && series.find("gpu=\"0\"") != std::string::npos) return v;
   return -1;
 }
 
@@ -561,10 +560,10 @@ TEST(DaemonProcessTest, MetricsCountRequestsCacheAndTunes) {
     EXPECT_EQ(series.find("device=\""), std::string::npos) << "a `device` label: " << series;
   // --metrics-entry-ratios: one series per stored entry, with the device's labels (joinable
   // with DCGM's series on UUID or Hostname and gpu).
-  EXPECT_NEAR(value("transposed_entry_best_ratio{" + device_labels +
-                    R"(,problem="64x96.b1.f32.ldi0.ldo0",variant=")" + tuned.variant().name() +
-                    R"("})"),
-              tuned.ratio(), 1e-9);
+  EXPECT_NEAR(
+      value("transposed_entry_best_ratio{" + device_labels +
+            R"(,problem="64x96.b1.f32.ldi0.ldo0",variant=")" + tuned.variant().name() + R"("})"),
+      tuned.ratio(), 1e-9);
 
   // A health Watch the client cancels is counted CANCELLED (it was UNKNOWN).
   {

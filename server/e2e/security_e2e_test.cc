@@ -9,10 +9,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <future>
 #include <fstream>
-#include <string>
+#include <future>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -341,8 +341,8 @@ TEST_F(SecurityE2eTest, TransposectlSendsTheTokenAndSpeaksTls) {
   EXPECT_NE(testing::ReadFile(out).find("the daemon may require TLS: --tls-ca"), std::string::npos)
       << testing::ReadFile(out);
   std::string log;
-  for (int i = 0; i < 50 && (log = testing::ReadFile(daemon_->log())).find("andshake") ==
-                                std::string::npos;
+  for (int i = 0;
+       i < 50 && (log = testing::ReadFile(daemon_->log())).find("andshake") == std::string::npos;
        ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_NE(log.find("andshake"), std::string::npos) << log;

@@ -26,8 +26,10 @@ void GrpcLog(gpr_log_func_args* args) {
       // A client's failed TLS handshake (a plaintext client, one that does not trust this
       // certificate, a port scanner) is the client's mistake, not the daemon's: info.
       if (std::strstr(message, "andshake") != nullptr) {
-        spdlog::info("grpc: a client's TLS handshake failed (a plaintext client, or one without "
-                     "the CA?): {} ({}:{})", message, file, args->line);
+        spdlog::info(
+            "grpc: a client's TLS handshake failed (a plaintext client, or one without "
+            "the CA?): {} ({}:{})",
+            message, file, args->line);
         break;
       }
       spdlog::error("grpc: {} ({}:{})", message, file, args->line);
