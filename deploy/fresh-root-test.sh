@@ -15,7 +15,8 @@
 #        layout checked (binaries in /usr/bin, the unit's ExecStart binary and --config file
 #        present, the system user, no -dev package among the Depends), the unit rated by
 #        `systemd-analyze security` (at most 4.0), then the unit's ExecStart run as its User=
-#        and transposectl `devices` and `tune` against it; then transposed-dev with cmake and g++,
+#        and transposectl `devices` and `tune` against it, and its metrics (on in the package's
+#        configuration) scraped; then transposed-dev with cmake, make and g++,
 #        and find_package(transposed) in a CMake project (its Depends are enough).
 #
 # Needs root (re-runs itself with sudo), debootstrap and network access to the Debian mirror
@@ -208,6 +209,19 @@ test_deb() {
   ctl "$root" /usr/bin/transposectl "cpu" devices
   ctl "$root" /usr/bin/transposectl "source: +tuned" tune --rows 320 --cols 200 --dtype f16
   ctl "$root" /usr/bin/transposectl "source: +cache" get --rows 320 --cols 200 --dtype f16
+  # Metrics are on in the package's configuration (metrics-listen), with dcgm-exporter's labels.
+  local metrics_port
+  metrics_port=$(sed -n 's/^metrics-listen *= *"[^"]*:\([0-9]*\)".*/\1/p' "$root/etc/transposed/transposed.toml")
+  [ -n "$metrics_port" ] || fail "the package's configuration serves no metrics (metrics-listen)"
+  python3 - "$metrics_port" <<'EOF2' || fail "no dcgm-labelled series at :$metrics_port/metrics"
+import sys, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=10).read().decode()
+hits = [l for l in text.splitlines() if l.startswith("transposed_cache_hits_total{")]
+ok = hits and all('gpu="0"' in l and "UUID=" in l and "Hostname=" in l and "device=" not in l
+                  for l in hits[:1])
+print("    " + (hits[0] if hits else "(no transposed_cache_hits_total)"))
+sys.exit(0 if ok else 1)
+EOF2
   kill -TERM "${PIDS[-1]}" && wait "${PIDS[-1]}" || fail "the daemon did not stop cleanly on SIGTERM"
   # transposed-dev: its Depends are enough for find_package(transposed) (issue 37: Debian's gRPC
   # CMake package needs grpc_cpp_plugin, from protobuf-compiler-grpc). A package built with CUDA
@@ -215,9 +229,9 @@ test_deb() {
   local dev
   dev=$(ls "$BUILD_DIR"/transposed-dev_*.deb)
   cp "$dev" "$root/tmp/"
-  step "deb: apt-get install ./$(basename "$dev") cmake g++; find_package(transposed)"
+  step "deb: apt-get install ./$(basename "$dev") cmake make g++; find_package(transposed)"
   quiet chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends "/tmp/$(basename "$dev")" cmake g++
+    --no-install-recommends "/tmp/$(basename "$dev")" cmake make g++
   mkdir -p "$root/tmp/consumer"
   printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(consumer CXX)' \
     'find_package(transposed CONFIG REQUIRED)' > "$root/tmp/consumer/CMakeLists.txt"
