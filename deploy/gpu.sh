@@ -25,7 +25,11 @@
 #                                   # the fleet on a machine with 2 GPUs
 #                                   # (python/bench/fleet_gpu.sh: a redis-server and a daemon per
 #                                   # GPU; the idle GPU's daemon tunes the busy one's misses;
-#                                   # "skipped" with one GPU); logs in OUTDIR/*, plus
+#                                   # "skipped" with one GPU), foreground misses on a busy GPU
+#                                   # (python/bench/foreground_gpu.sh, 2 GPUs: a job streams
+#                                   # on GPU 0 while `transposectl get` asks 3 new problems;
+#                                   # the job's loss per 0.5 s window, where each answer was
+#                                   # measured); logs in OUTDIR/*, plus
 #                                   # OUTDIR/logs.tar.gz holding all of them, and the inputs of
 #                                   # docs/performance.md in OUTDIR/performance/<gpu>.json
 #                                   # (deploy/perf_report.py extract; copy them to
@@ -104,12 +108,14 @@ case "${1:-}" in
     bash python/bench/first_answer_gpu.sh "$BUNDLE" "$out/first_answer" || status=1
     echo "==== fleet: an idle GPU's daemon tunes what the busy GPU's daemon misses (2 GPUs)"
     bash python/bench/fleet_gpu.sh "$BUNDLE" "$out/fleet" || status=1
+    echo "==== foreground: transposectl get misses on a busy GPU, an idle one in the class (2 GPUs)"
+    bash python/bench/foreground_gpu.sh "$BUNDLE" "$out/foreground" || status=1
     { echo "commit=$(cat "$BUNDLE/COMMIT" 2>/dev/null || echo not recorded)"
       echo "status=$([ $status -eq 0 ] && echo PASSED || echo FAILED)"
       date -u +"date=%Y-%m-%dT%H:%M:%SZ"
     } > "$out/run.txt"
     tar -C "$out" -czf "$out/logs.tar.gz" run.txt kernels backend example python user_path polite \
-      first_answer fleet
+      first_answer fleet foreground
     echo "==== docs/performance inputs: OUTDIR/performance/<gpu>.json (deploy/perf_report.py)"
     python3 deploy/perf_report.py extract "$out" --into "$out/performance" ||
       echo "perf_report: extraction failed (the run's status is unchanged)"

@@ -83,17 +83,27 @@ TuneOptions DeviceTuner::DefaultTuneOptions() const {
 }
 
 Status DeviceTuner::CheckQueueLocked() const {
-  // Misses waiting for the shared store count too: each may come back to tune here.
-  const int queued = static_cast<int>(queue_.size()) + shared_waiting_;
-  if (queued < options_.max_queued_tunes) return Status::OK();
+  // Local work only: the tunes queued here. A miss waiting for another node's tune (the shared
+  // store) holds no place in this queue (16 misses of a job's shape list on a node would fill
+  // it with waits); those are bounded apart, kWaitingPerQueueSlot per place, since each may come
+  // back to tune here (the store down, or this node taking the lease).
+  const int queued = static_cast<int>(queue_.size());
+  const int max_waiting = options_.max_queued_tunes * kWaitingPerQueueSlot;
+  if (queued < options_.max_queued_tunes && shared_waiting_ < max_waiting) return Status::OK();
   // Every queued tune and the running one may take up to their budget.
   double wait = running_ ? running_->options.budget_seconds : 0;
   for (const auto& job : queue_) wait += job->options.budget_seconds;
+  const std::string what =
+      queued >= options_.max_queued_tunes
+          ? std::to_string(queued) + " tunes are already queued (at most " +
+                std::to_string(options_.max_queued_tunes) + ", --max-queued-tunes)"
+          : std::to_string(shared_waiting_) +
+                " misses already wait for the class's tunes (at most " +
+                std::to_string(max_waiting) + ", " + std::to_string(kWaitingPerQueueSlot) +
+                " x --max-queued-tunes)";
   return Status::ResourceExhausted(
-      "device " + std::to_string(index_) + ": " + std::to_string(queued) +
-      " tunes are already queued (at most " + std::to_string(options_.max_queued_tunes) +
-      ", --max-queued-tunes); retry in about " + std::to_string(static_cast<int>(wait + 1)) +
-      " s, or ask with policy CACHE_ONLY");
+      "device " + std::to_string(index_) + ": " + what + "; retry in about " +
+      std::to_string(static_cast<int>(wait + 1)) + " s, or ask with policy CACHE_ONLY");
 }
 
 std::shared_ptr<TuneJob> DeviceTuner::EnqueueLocked(const Problem& problem, TuneOptions options,
@@ -198,9 +208,14 @@ Status DeviceTuner::QueueForced(const Problem& problem, TuneOptions options,
 }
 
 bool DeviceTuner::OfferWanted(const Problem& problem) {
-  if (ctx_.load_board->Get(index_).state != LoadState::kIdle) return false;
+  const LoadState state = ctx_.load_board->Get(index_).state;
+  if (state == LoadState::kBusy) return false;
   MutexLock l(&mu_);
   if (stopping_.load() || HasUrgentLocked()) return false;  // busy with its own
+  // A device whose load is not known (the CPU backend, a GPU without NVML) takes the class's
+  // work only while it has none of its own: a node that holds its lease budget leaves problems
+  // to the class (server/fleet/fleet_flight.h), and an idle CPU node is the one to take them.
+  if (state != LoadState::kIdle && (running_ || !queue_.empty())) return false;
   // Behind its own background tunes and the class's earlier wants, within --max-queued-tunes: a
   // model asks for many problems at once, and each want is published once (taking only the
   // first while a tune ran left the rest to the busy node: 2 of 6 on the fake worker).

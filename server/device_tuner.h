@@ -67,6 +67,8 @@ struct TunerCounters {
 
 class DeviceTuner {
  public:
+  // Misses that may wait for the class's tunes (the shared store), per place of the queue.
+  static constexpr int kWaitingPerQueueSlot = 32;
   // Device `index` of the daemon, measured through `backend`. Nothing runs before Start().
   DeviceTuner(int index, std::unique_ptr<Backend> backend, TunerContext context);
   // Stop(), answers what it still held CANCELLED, Join().
@@ -101,10 +103,11 @@ class DeviceTuner {
   // stopped.
   Status QueueForced(const Problem& problem, TuneOptions options,
                      const std::shared_ptr<Waiter>& waiter) EXCLUDES(mu_);
-  // The shared store heard a busy node of this device's class ask an idle one to tune `problem`.
-  // false: this device does not take it (not idle, a caller waits for its own tune, its queue is
-  // full); true: it took it (queued a background tune, or published the result it had stored),
-  // or it is in flight here already.
+  // The shared store heard a node of this device's class ask another to tune `problem` (a busy
+  // node, or one that holds its lease budget). false: this device does not take it (busy; its
+  // load unknown and work of its own queued or running; a caller waits for its own tune; its
+  // queue is full); true: it took it (queued a background tune, or published the result it had
+  // stored), or it is in flight here already.
   bool OfferWanted(const Problem& problem) EXCLUDES(mu_);
 
   // Refuses new work, wakes the thread and returns every job it held (running, queued, waiting
@@ -131,7 +134,8 @@ class DeviceTuner {
 
   // The default options of a tune nobody asked a budget for.
   TuneOptions DefaultTuneOptions() const;
-  // RESOURCE_EXHAUSTED with a retry hint when the queue is full.
+  // RESOURCE_EXHAUSTED with a retry hint when the queue is full (the tunes queued here, at most
+  // --max-queued-tunes), or when kWaitingPerQueueSlot times that many misses wait for the class.
   Status CheckQueueLocked() const REQUIRES(mu_);
   // Creates a job and puts it in flight: a miss (not forced) asks the shared store first (the job
   // is queued only if it is to tune here: OnSharedOutcome); otherwise it is queued.
