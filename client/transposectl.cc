@@ -259,7 +259,8 @@ int Main(int argc, char** argv) {
 
   if (help->parsed()) {
     if (help_topic.empty()) {
-      std::cout << app.help();
+      // app.help() would show the selected subcommand (help itself): the formatter, for the app.
+      std::cout << app.get_formatter()->make_help(&app, "transposectl", CLI::AppFormatMode::Normal);
       return 0;
     }
     for (CLI::App* sub : app.get_subcommands({}))
