@@ -28,7 +28,6 @@ DeviceClass ClassOf(const DeviceInfo& d) {
   auto& f = c.fields;
   f["backend"] = d.backend;
   f["name"] = d.name;
-  f["library_version"] = d.library_version;
   if (d.backend == "cuda") {
     f["memory_bytes"] = std::to_string(d.memory_bytes);
     // "cublas", "cutensor": the cuBLAS / cuTENSOR the worker loads. A value-exact entry's winner
@@ -49,7 +48,7 @@ DeviceClass ClassOf(const DeviceInfo& d) {
     for (const auto& [k, v] : d.attributes) f["attr." + k] = v;
   }
   Fnv1a64 h;
-  h.Add("device-class-v1");
+  h.Add("device-class-v2");  // v2: without the kernel library version
   h.Add(static_cast<uint64_t>(f.size()));
   for (const auto& [k, v] : f) {  // std::map: sorted by key
     h.Add(k);

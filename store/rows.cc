@@ -116,6 +116,10 @@ const std::vector<Column<TuneResult>>& EntryColumns() {
         FieldColumn<T>("tuned_at_unix_ms", [](auto& r) -> auto& { return r.tuned_at_unix_ms; }));
     c->push_back(FieldColumn<T>("origin", [](auto& r) -> auto& { return r.origin; }));
     c->push_back(FieldColumn<T>("contention", [](auto& r) -> auto& { return r.contention; }));
+    // The kernel library version the entry was measured with (not its device row's, which is the
+    // version the device was last seen with): ReadEntry puts it back after the device columns.
+    c->push_back(FieldColumn<T>("library_version",
+                                [](auto& r) -> auto& { return r.device.library_version; }));
     // Normalized, as in problem_key: value-exact only where the dtype tells it apart.
     c->push_back(Column<T>{
         "exactness",
@@ -211,8 +215,10 @@ StatusOr<TuneResult> ReadEntry(const Stmt& st, int64_t* entry_id) {
   TuneResult r;
   *entry_id = st.Int(0);
   TR_ASSIGN_OR_RETURN(int next, ReadRow(st, EntryColumns(), 1, r));
+  std::string library_version = std::move(r.device.library_version);  // the entry's
   TR_ASSIGN_OR_RETURN(next, ReadRow(st, DeviceColumns(), next, r.device));
   (void)next;
+  if (!library_version.empty()) r.device.library_version = std::move(library_version);
   r.best_measurement.valid = true;  // only valid winners are stored
   return r;
 }
@@ -286,7 +292,8 @@ const std::string& EntrySelect() {
 const std::string& ClassLookupSql() {
   static const std::string sql = EntrySelect() +
                                  " WHERE d.device_class = ?1 AND e.problem_key = ?2"
-                                 " ORDER BY e.median_s ASC, e.tuned_at_unix_ms DESC";
+                                 " ORDER BY e.library_version = ?3 DESC, e.median_s ASC,"
+                                 " e.tuned_at_unix_ms DESC";
   return sql;
 }
 

@@ -36,7 +36,8 @@ Status SaveTuneLocked(sqlite3* db, const TuneResult& r);
 // What every entry query selects: the entry id, the entry's columns, then its device's. `e` is
 // entries, `d` is devices.
 const std::string& EntrySelect();
-// The entries of (class ?1, problem key ?2), fastest first: the first good one is the answer.
+// The entries of (class ?1, problem key ?2), those of library version ?3 first, then fastest
+// first: the first good one is the answer.
 const std::string& ClassLookupSql();
 // The next entry of an EntrySelect() statement that reads back whole and passes ValidateEntry,
 // with its candidates when asked (its id in *entry_id); nullopt at the end. Rows that do not are
@@ -47,7 +48,8 @@ StatusOr<std::optional<TuneResult>> NextGoodEntry(
 // Every device row, in the order first seen.
 StatusOr<std::vector<DeviceInfo>> ReadDevices(sqlite3* db);
 
-// Migration 1 -> 2, the part SQL cannot do: every device row's class key, from its columns.
+// Migrations 1 -> 2 and 4 -> 5, the part SQL cannot do: the class key of every device row that
+// has none, from its columns.
 Status FillDeviceClasses(sqlite3* db);
 
 }  // namespace store_internal

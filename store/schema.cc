@@ -107,14 +107,26 @@ PRAGMA user_version = 3;
 ALTER TABLE entries ADD COLUMN contention TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 4;
 )sql",
+    // 4 -> 5: the kernel library version moves from the device class into each entry (the
+    // version the entry was measured with), so an upgrade keeps the class and its entries
+    // (core/device_class.h). Every entry takes its device row's version; every device row's class
+    // key is computed again (without the version) by Store::Open right after this step.
+    R"sql(
+ALTER TABLE entries ADD COLUMN library_version TEXT NOT NULL DEFAULT '';
+UPDATE entries SET library_version =
+  (SELECT d.library_version FROM devices d WHERE d.fingerprint = entries.device_fingerprint);
+CREATE INDEX entries_library_version ON entries(library_version);
+UPDATE devices SET device_class = '';
+PRAGMA user_version = 5;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVersion,
               "one migration step per schema version");
 
 }  // namespace
 
-#define TRANSPOSED_SCHEMA_VERSION_TEXT "4"
-static_assert(Store::kSchemaVersion == 4, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
+#define TRANSPOSED_SCHEMA_VERSION_TEXT "5"
+static_assert(Store::kSchemaVersion == 5, "update TRANSPOSED_SCHEMA_VERSION_TEXT");
 
 StatusOr<int64_t> ReadSchemaVersion(sqlite3* db, const std::string& path) {
   auto version = QueryInt(db, "PRAGMA user_version");
@@ -158,7 +170,8 @@ Status Migrate(sqlite3* db, const std::string& path) {
                               std::to_string(step) + " failed: " + s.message());
     }
   }
-  if (v < 2) TR_RETURN_IF_ERROR(FillDeviceClasses(db));
+  // Classes are computed in C++: added in version 2, computed without the library version from 5.
+  if (v < 5) TR_RETURN_IF_ERROR(FillDeviceClasses(db));
   return Status::OK();
 }
 

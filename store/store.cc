@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/device_class.h"
+#include "core/version.h"
 #include "store/entry_validation.h"
 #include "store/rows.h"
 #include "store/schema.h"
@@ -72,7 +73,7 @@ Where BuildWhere(const StoreFilter& f) {
   if (f.cols > 0) add("e.cols = ?", f.cols);
   if (!f.variant.empty()) add("e.variant = ?", f.variant);
   if (f.tuned_before_unix_ms > 0) add("e.tuned_at_unix_ms < ?", f.tuned_before_unix_ms);
-  if (!f.library_version.empty()) add("d.library_version = ?", f.library_version);
+  if (!f.library_version.empty()) add("e.library_version = ?", f.library_version);
   if (f.contended) {
     w.sql += w.sql.empty() ? " WHERE " : " AND ";
     w.sql += *f.contended ? "e.contention != ''" : "e.contention = ''";
@@ -297,9 +298,11 @@ StatusOr<bool> Store::Merge(const TuneResult& r) {
     TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db_, ClassLookupSql()));
     TR_RETURN_IF_ERROR(st->Bind(1, cls));
     TR_RETURN_IF_ERROR(st->Bind(2, r.problem.Key()));
+    TR_RETURN_IF_ERROR(st->Bind(3, r.device.library_version));
     int64_t id = 0;
     TR_ASSIGN_OR_RETURN(auto existing, NextGoodEntry(db_, *st, false, &id, skip_));
-    if (existing && existing->best_measurement.median_s <= r.best_measurement.median_s)
+    if (existing && existing->device.library_version == r.device.library_version &&
+        existing->best_measurement.median_s <= r.best_measurement.median_s)
       return Status::OK();
     stored = true;
     return SaveTuneLocked(db_, r);
@@ -315,6 +318,7 @@ StatusOr<std::optional<TuneResult>> Store::LookupByClass(const std::string& devi
     TR_ASSIGN_OR_RETURN(auto st, Stmt::Prepare(db, ClassLookupSql()));
     TR_RETURN_IF_ERROR(st->Bind(1, device_class));
     TR_RETURN_IF_ERROR(st->Bind(2, problem.Key()));
+    TR_RETURN_IF_ERROR(st->Bind(3, std::string(kLibraryVersion)));
     int64_t id = 0;
     return NextGoodEntry(db, *st, include_candidates, &id, skip_);
   });

@@ -52,7 +52,7 @@ struct StoreFilter {
   int64_t cols = 0;
   std::string variant;
   int64_t tuned_before_unix_ms = 0;
-  std::string library_version;
+  std::string library_version;  // entries measured with this kernel library version
   // true: only entries measured under contention (TuneResult::contention set); false: only
   // those measured on an idle device.
   std::optional<bool> contended;
@@ -82,7 +82,7 @@ struct StoreVersion {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens (creating if needed) and migrates the database at `path`. ":memory:" works for tests.
   // FAILED_PRECONDITION if the file's schema is newer than this build knows. A file restored
@@ -102,13 +102,17 @@ class Store {
                                              const Problem& problem,
                                              bool include_candidates = false);
   // The fastest stored result for the problem measured on any device of the class (result.device
-  // is the instance it was measured on), or nullopt on a miss.
+  // is the instance it was measured on, with the kernel library version the entry was measured
+  // with), or nullopt on a miss. Entries of this build's library version (kLibraryVersion) come
+  // first: an entry of an older version is returned only when the class has none of this one
+  // (the caller decides whether it may serve it: server/previous_entry.h).
   StatusOr<std::optional<TuneResult>> LookupByClass(const std::string& device_class,
                                                     const Problem& problem,
                                                     bool include_candidates = false);
   // Merges one result measured elsewhere (its origin says how it came): stored, under its own
-  // instance, only when no device of its class has a result for the problem that is as fast or
-  // faster (the faster winner is kept, never a downgrade). true when stored.
+  // instance, only when no device of its class has a result for the problem, of the same kernel
+  // library version, that is as fast or faster (the faster winner is kept, never a downgrade;
+  // an entry of another version never keeps a result out). true when stored.
   StatusOr<bool> Merge(const TuneResult& result);
   // Entries matching the filter, newest first; limit 0 = all. With `after`, only entries after
   // that cursor (keyset pagination); with `cursors`, each returned entry's cursor is appended.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/device_class.h"
+#include "core/version.h"
 #include "testing/problems.h"
 #include "testing/test_files.h"
 
@@ -161,6 +162,7 @@ Problem MakeProblem(int64_t rows, int64_t cols, DType dtype = DType::kF32) {
   return MakeTestProblem(rows, cols, dtype);
 }
 
+// `downgrade` is prefixed with the undoing of step 4 -> 5 (the entries' library_version).
 void StoreTest::SaveOneEntryThenDowngrade(const Problem& p, const std::string& downgrade) {
   {
     auto store = OpenStore();
@@ -168,7 +170,8 @@ void StoreTest::SaveOneEntryThenDowngrade(const Problem& p, const std::string& d
     ASSERT_TRUE(store->SaveTune(MakeResult(MakeDevice("GPU-old"), p, "v.old", 1000)).ok());
   }
   RawDb raw(path_);
-  raw.Exec(downgrade);
+  raw.Exec("DROP INDEX entries_library_version; ALTER TABLE entries DROP COLUMN library_version; " +
+           downgrade);
 }
 
 void ExpectSameMeasurement(const Measurement& a, const Measurement& b, const std::string& what) {
@@ -232,7 +235,7 @@ TEST_F(StoreTest, OpenCreatesSchemaWithUserVersionAndWal) {
   ASSERT_NE(store, nullptr);
   RawDb raw(path_);
   EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
-  EXPECT_EQ(Store::kSchemaVersion, 4);
+  EXPECT_EQ(Store::kSchemaVersion, 5);
   EXPECT_EQ(raw.Text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(raw.Int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                     "('devices', 'entries', 'candidates')"),
@@ -329,9 +332,12 @@ TEST_F(StoreTest, ClassLookupServesEveryInstanceOfTheClassButNeverAnotherModel) 
   auto h200 = store->LookupByClass(ClassOf(MakeH200("GPU-h200")).key, p);
   ASSERT_TRUE(h200.ok());
   EXPECT_FALSE(h200->has_value()) << "an H100 entry was served for an H200";
+  // Another kernel library version is the same class (schema version 5): the entry is found, and
+  // says which version measured it (the service decides whether it may serve it).
   auto other_library = store->LookupByClass(ClassOf(MakeDevice("GPU-h100-b", "0.2.0")).key, p);
   ASSERT_TRUE(other_library.ok());
-  EXPECT_FALSE(other_library->has_value());
+  ASSERT_TRUE(other_library->has_value());
+  EXPECT_EQ((*other_library)->device.library_version, "0.1.0+ktest");
   StoreFilter by_class;
   by_class.device_class = ClassOf(MakeDevice("GPU-h100-b")).key;
   auto listed = store->List(by_class);
@@ -401,6 +407,78 @@ TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
   auto hit = store->LookupByClass(ClassOf(MakeDevice("GPU-new")).key, p);
   ASSERT_TRUE(hit.ok() && hit->has_value());
   EXPECT_EQ((*hit)->best.name, "v.old");
+}
+
+// Version 5: the kernel library version leaves the class key for each entry, so an upgrade keeps
+// the class; every entry of an older file takes its device row's version.
+TEST_F(StoreTest, MigratesAVersion4DatabaseToEntryLibraryVersions) {
+  const Problem p = MakeProblem(512, 256);
+  SaveOneEntryThenDowngrade(p, "UPDATE devices SET device_class = 'v1-class-key'; "
+                               "PRAGMA user_version = 4;");
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  {
+    RawDb raw(path_);
+    EXPECT_EQ(raw.Int("PRAGMA user_version"), Store::kSchemaVersion);
+    EXPECT_EQ(raw.Text("SELECT library_version FROM entries"), "0.1.0+ktest");
+    EXPECT_EQ(raw.Text("SELECT device_class FROM devices"), ClassOf(MakeDevice("GPU-old")).key);
+  }
+  // A device of the class on another library version (an upgraded node) finds the entry, which
+  // says which version measured it.
+  const DeviceInfo upgraded = MakeDevice("GPU-new", "0.2.0+knew");
+  EXPECT_EQ(ClassOf(upgraded).key, ClassOf(MakeDevice("GPU-old")).key);
+  auto hit = store->LookupByClass(ClassOf(upgraded).key, p);
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->best.name, "v.old");
+  EXPECT_EQ((*hit)->device.library_version, "0.1.0+ktest");
+  StoreFilter f;
+  f.library_version = "0.1.0+ktest";
+  auto listed = store->List(f);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 1u);
+}
+
+// The entry keeps the version it was measured with, apart from its device row's (which is the
+// version the device was recorded with); a class lookup serves this build's version first, and
+// an entry of another version never keeps a merged result of this one out.
+TEST_F(StoreTest, ClassLookupPrefersThisBuildsLibraryVersion) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const Problem p = MakeProblem(512, 256);
+  TuneResult old = MakeResult(MakeDevice("GPU-a", "0.0.9+kold"), p, "v.old", 1000);
+  old.best_measurement.median_s *= 0.5;  // faster than anything below
+  old.best_measurement.min_s *= 0.5;
+  ASSERT_TRUE(store->SaveTune(old).ok());
+  const std::string cls = ClassOf(MakeDevice("GPU-b", kLibraryVersion)).key;
+  auto hit = store->LookupByClass(cls, p);
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->device.library_version, "0.0.9+kold") << "the class has nothing newer";
+  TuneResult current = MakeResult(MakeDevice("GPU-b", kLibraryVersion), p, "v.new", 2000);
+  current.origin = Origin::kShared;
+  auto merged = store->Merge(current);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_TRUE(*merged) << "a faster entry of another version does not keep it out";
+  hit = store->LookupByClass(cls, p);
+  ASSERT_TRUE(hit.ok() && hit->has_value());
+  EXPECT_EQ((*hit)->best.name, "v.new");
+  EXPECT_EQ((*hit)->device.library_version, kLibraryVersion);
+  // The same version: the faster stored one keeps a slower merge out, as before.
+  TuneResult slower = MakeResult(MakeDevice("GPU-c", kLibraryVersion), p, "v.slow", 3000);
+  slower.best_measurement.median_s *= 4;
+  slower.best_measurement.min_s *= 4;
+  slower.best_measurement.max_s *= 4;
+  merged = store->Merge(slower);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_FALSE(*merged);
+  // The entry column is what counts, not the device row: an entry rewritten to an older version
+  // (what an entry of an older build on the same device row looks like) reads back with it.
+  {
+    RawDb raw(path_);
+    raw.Exec("UPDATE entries SET library_version = '0.0.8+kolder' WHERE variant = 'v.new'");
+  }
+  auto back = store->Lookup(MakeDevice("GPU-b", kLibraryVersion).Fingerprint(), p);
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ((*back)->device.library_version, "0.0.8+kolder");
 }
 
 TEST_F(StoreTest, MigratesAVersion3DatabaseToContention) {
