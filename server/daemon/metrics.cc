@@ -52,6 +52,10 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
     MutexLock l(&mu_);
     shared_ = shared;
   }
+  void AttachHealth(const DeviceHealth* health) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    health_ = health;
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override EXCLUDES(mu_) {
     MutexLock l(&mu_);
@@ -85,6 +89,7 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
     }
     out.push_back(std::move(restarts));
     AddLoads(service_->DeviceLoads(), &out);
+    if (health_ != nullptr) AddHealth(health_->All(), &out);
 
     // One series per cached problem: only when asked for (--metrics-entry-ratios), capped.
     if (store_ != nullptr && entry_ratios_) {
@@ -283,7 +288,38 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
     }
   }
 
+  // The health probe (server/device_health.h): slow or not, and the latest ceiling over the
+  // class median (absent before the first verdict).
+  void AddHealth(const std::vector<DeviceHealthStatus>& health,
+                 std::vector<prometheus::MetricFamily>* out) const {
+    prometheus::MetricFamily slow{"transposed_device_slow",
+                                  "1 while the device is flagged slow: its tunes' copy ceiling "
+                                  "more than 10% below the median of the other devices of its "
+                                  "class, 3 tunes in a row (transposectl devices says why)",
+                                  prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily ratio{"transposed_device_class_ceiling_ratio",
+                                   "The latest tune's copy ceiling over the median of the other "
+                                   "devices of its class at that size (absent before the first "
+                                   "verdict)",
+                                   prometheus::MetricType::Gauge, {}};
+    for (size_t d = 0; d < health.size() && d < device_labels_.size(); ++d) {
+      prometheus::ClientMetric m;
+      m.label = Labels(d);
+      m.gauge.value = health[d].slow ? 1 : 0;
+      slow.metric.push_back(std::move(m));
+      if (health[d].verdicts > 0) {
+        prometheus::ClientMetric r;
+        r.label = Labels(d);
+        r.gauge.value = health[d].ratio;
+        ratio.metric.push_back(std::move(r));
+      }
+    }
+    out->push_back(std::move(slow));
+    out->push_back(std::move(ratio));
+  }
+
   mutable Mutex mu_;
+  const DeviceHealth* health_ GUARDED_BY(mu_) = nullptr;
   const FleetFlight* shared_ GUARDED_BY(mu_) = nullptr;
   const TransposeService* service_ GUARDED_BY(mu_) = nullptr;
   Store* store_ GUARDED_BY(mu_) = nullptr;
@@ -379,6 +415,8 @@ void Metrics::Attach(const TransposeService* service, Store* store,
 }
 
 void Metrics::AttachShared(const FleetFlight* shared) { scrape_->AttachShared(shared); }
+
+void Metrics::AttachHealth(const DeviceHealth* health) { scrape_->AttachHealth(health); }
 
 StatusOr<int> Metrics::Serve(const std::string& listen) {
   MutexLock l(&mu_);

@@ -37,6 +37,7 @@
 #include "core/mutex.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "server/device_health.h"
 #include "server/grpc/connection_limiter.h"
 #include "server/fleet/fleet_flight.h"
 #include "server/grpc/rpc_interceptor.h"
@@ -63,6 +64,9 @@ class Metrics final : public ServiceObserver, public RpcRecorder {
               ConnectionLimiter* connections = nullptr, bool entry_ratios = false) EXCLUDES(mu_);
   // The shared store's counters (transposed_shared_store_*); it must outlive the exposer.
   void AttachShared(const FleetFlight* shared);
+  // The health probe's verdicts (transposed_device_slow, transposed_device_class_ceiling_ratio);
+  // it must outlive the exposer.
+  void AttachHealth(const DeviceHealth* health);
   // Serves /metrics on HOST:PORT (port 0: any free port); the bound port. UNAVAILABLE when it
   // cannot listen there.
   StatusOr<int> Serve(const std::string& listen) EXCLUDES(mu_);

@@ -64,11 +64,12 @@ double FakeEngine::SecondsFor(const std::string& name, const Problem& p) {
 }
 
 double FakeEngine::Slowdown() const {
-  if (o_.busy_slowdown == 1 || o_.load_file.empty()) return 1;
+  if (o_.busy_slowdown == 1 || o_.load_file.empty()) return o_.slowdown;
   std::ifstream in(o_.load_file);
   int utilization = -1;
   int others = -1;
-  return in >> utilization >> others && utilization >= 50 && others > 0 ? o_.busy_slowdown : 1;
+  return o_.slowdown *
+         (in >> utilization >> others && utilization >= 50 && others > 0 ? o_.busy_slowdown : 1);
 }
 
 Measurement FakeEngine::Measured(const std::string& name) const {

@@ -44,6 +44,9 @@ struct FakeEngineOptions {
   // While the scripted load reads busy (utilization >= 50% and another process), every
   // measurement reports this many times as long (a job sharing the device; 1: no effect).
   double busy_slowdown = 1;
+  // Every measurement, the copy ceiling included, reports this many times as long, always: a
+  // device that runs slow (the health probe's tests, server/device_health.h; 1: no effect).
+  double slowdown = 1;
 };
 
 class FakeEngine : public Engine {
@@ -65,7 +68,7 @@ class FakeEngine : public Engine {
   // Fails the way `name` is set up to fail (fault, crash, no open problem).
   Status Run(const std::string& name);
   Measurement Measured(const std::string& name) const;
-  // busy_slowdown while the scripted load reads busy, else 1.
+  // slowdown, times busy_slowdown while the scripted load reads busy.
   double Slowdown() const;
   void Delay() const;  // sleeps measure_delay_s
 

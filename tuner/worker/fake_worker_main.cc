@@ -5,11 +5,13 @@
 //   transposed-fake-worker --device I [--backend NAME] [--candidates N] [--with-fault]
 //                          [--crash-on NAME] [--stderr-line TEXT] [--measure-delay SECONDS]
 //                          [--load-file PATH] [--own-utilization SECONDS] [--busy-slowdown F]
+//                          [--slowdown F]
 // --stderr-line writes TEXT to stderr at start (tests that the daemon logs worker stderr).
 // --measure-delay makes every measurement take that long (tests that lookups never wait behind
 // a tune). --load-file scripts the busy signal, --own-utilization makes it count the fake's own
 // measurements for that long, --busy-slowdown makes its measurements F times as long while the
-// script reads busy (fake_engine.h FakeEngineOptions).
+// script reads busy, --slowdown makes every measurement F times as long (a slow device)
+// (fake_engine.h FakeEngineOptions).
 
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
                  "usage: transposed-fake-worker --list [--devices N] | --device I [--backend NAME]"
                  " [--candidates N] [--with-fault] [--crash-on NAME] [--stderr-line TEXT]"
                  " [--measure-delay SECONDS] [--load-file PATH] [--own-utilization SECONDS]"
-                 " [--busy-slowdown F]\n");
+                 " [--busy-slowdown F] [--slowdown F]\n");
     return kExitUsage;
   };
   for (int i = 1; i < argc; ++i) {
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
       o.own_utilization_s = std::atof(argv[++i]);
     } else if (a == "--busy-slowdown" && has_value) {
       o.busy_slowdown = std::atof(argv[++i]);
+    } else if (a == "--slowdown" && has_value) {
+      o.slowdown = std::atof(argv[++i]);
     } else if (a == "--load-file" && has_value) {
       o.load_file = argv[++i];
     } else if (a == "--stderr-line" && has_value) {
