@@ -81,6 +81,8 @@ std::string SourceName(v1::Source source) {
       return "heuristic";
     case v1::SOURCE_SHARED:
       return "shared";
+    case v1::SOURCE_PREVIOUS:
+      return "previous";
     default:
       return "unspecified";
   }
@@ -195,6 +197,15 @@ std::string DeviceToText(const v1::Device& d) {
     out += Printf("  background_waiting=%d  background_abandoned=%lld", l.background_waiting(),
                   static_cast<long long>(l.background_abandoned()));
     if (!l.last_abandoned().empty()) out += "\n   last_abandoned: " + l.last_abandoned();
+  }
+  if (d.has_health()) {
+    const v1::DeviceHealth& h = d.health();
+    out += std::string("\n   health=") + (h.slow() ? "SLOW" : "ok");
+    if (h.verdicts() > 0)
+      out += Printf("  ceiling_vs_class=%.2f  verdicts=%d: ", h.ceiling_ratio(), h.verdicts()) +
+             h.reason();
+    else
+      out += "  (no verdict yet: no other device of its class measured at its sizes)";
   }
   return out;
 }

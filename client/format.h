@@ -11,7 +11,7 @@
 
 namespace transposed {
 
-// "cache", "tuned", "peer", "nearest", "heuristic", "shared" or "unspecified".
+// "cache", "tuned", "peer", "nearest", "heuristic", "shared", "previous" or "unspecified".
 std::string SourceName(v1::Source source);
 // "tuned", "imported", "peer", "shared" or "unspecified".
 std::string OriginName(v1::Origin origin);

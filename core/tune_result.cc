@@ -37,6 +37,8 @@ const char* AnswerSourceName(AnswerSource s) {
       return "heuristic";
     case AnswerSource::kShared:
       return "shared";
+    case AnswerSource::kPrevious:
+      return "previous";
   }
   return "unknown";
 }

@@ -88,8 +88,11 @@ struct TuneResult {
 // class (this request may have waited for that node's tune), then stored.
 // kNearest / kHeuristic: an ANSWER_NOW miss answered at once (server/answer_now.h) while the
 // real tune runs in the background.
-enum class AnswerSource { kCache, kTuned, kPeer, kNearest, kHeuristic, kShared };
-// "cache" / "tuned" / "peer" / "nearest" / "heuristic" / "shared"
+// kPrevious: a stored entry of another kernel library version (an upgrade) whose variant still
+// exists with the same parameters, answered at once as provisional while it is re-checked and
+// re-measured in the background (server/previous_entry.h).
+enum class AnswerSource { kCache, kTuned, kPeer, kNearest, kHeuristic, kShared, kPrevious };
+// "cache" / "tuned" / "peer" / "nearest" / "heuristic" / "shared" / "previous"
 const char* AnswerSourceName(AnswerSource s);
 
 }  // namespace transposed

@@ -16,7 +16,8 @@ import sys
 # Bottom up. A top-level entry names a module of server/ (its .h, .cc and *_<part>.cc files);
 # an entry ending in "/" names a whole folder.
 LAYERS = [
-    ["answer_now", "answer_cache", "polite", "shared_flight", "backends"],
+    ["answer_now", "answer_cache", "polite", "shared_flight", "backends", "previous_entry",
+     "device_health"],
     ["requests", "service_options"],
     ["tune_job"],
     ["device_tuner"],

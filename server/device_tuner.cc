@@ -168,7 +168,7 @@ StatusOr<std::optional<TuneResult>> DeviceTuner::Join(const Problem& problem, Tu
   }
   // A tune of this problem may have finished between the caller's lookup and now: it saves
   // before it leaves the flight, so a second lookup under mu_ cannot miss a finished tune.
-  TR_ASSIGN_OR_RETURN(std::optional<TuneResult> hit, ctx_.answers->LookupByClass(class_, problem));
+  TR_ASSIGN_OR_RETURN(std::optional<TuneResult> hit, LookupCurrent(problem));
   if (hit.has_value()) return hit;
   TR_RETURN_IF_ERROR(CheckQueueLocked());
   auto job = EnqueueLocked(problem, std::move(options), /*forced=*/false, background);
@@ -177,12 +177,24 @@ StatusOr<std::optional<TuneResult>> DeviceTuner::Join(const Problem& problem, Tu
   return std::optional<TuneResult>();
 }
 
+StatusOr<std::optional<TuneResult>> DeviceTuner::LookupCurrent(const Problem& problem) const {
+  TR_ASSIGN_OR_RETURN(std::optional<TuneResult> hit, ctx_.answers->LookupByClass(class_, problem));
+  if (hit.has_value() && hit->device.library_version != device_.library_version)
+    return std::optional<TuneResult>();
+  return hit;
+}
+
+StoredVerdict DeviceTuner::Judge(const TuneResult& stored, const Problem& problem) const {
+  if (stored.device.library_version == device_.library_version) return StoredVerdict::kCurrent;
+  return JudgeStored(stored, backend_->Candidates(problem), device_.library_version);
+}
+
 StatusOr<std::optional<TuneResult>> DeviceTuner::QueueBackground(const Problem& problem) {
   MutexLock l(&mu_);
   if (stopping_.load()) return Status::Cancelled("the daemon is shutting down");
   if (inflight_.count(problem.Key()) != 0) return std::optional<TuneResult>();
   // As in Join: a tune may have finished since the caller's lookup.
-  TR_ASSIGN_OR_RETURN(std::optional<TuneResult> hit, ctx_.answers->LookupByClass(class_, problem));
+  TR_ASSIGN_OR_RETURN(std::optional<TuneResult> hit, LookupCurrent(problem));
   if (hit.has_value()) return hit;
   if (Status full = CheckQueueLocked(); !full.ok()) {
     spdlog::warn("answer_now device={} problem={}: background tune not queued: {}", index_,
@@ -222,7 +234,7 @@ bool DeviceTuner::OfferWanted(const Problem& problem) {
   if (!CheckQueueLocked().ok()) return false;
   if (inflight_.count(problem.Key()) != 0) return true;
   // Stored here already (before the shared store had it): the class gets it without a tune.
-  auto hit = ctx_.answers->LookupByClass(class_, problem);
+  auto hit = LookupCurrent(problem);
   if (hit.ok() && hit->has_value()) {
     options_.shared->Publish(**hit, "");
     return true;

@@ -36,6 +36,7 @@
 #include "core/thread_annotations.h"
 #include "server/answer_cache.h"
 #include "server/polite.h"
+#include "server/previous_entry.h"
 #include "server/requests.h"
 #include "server/service_options.h"
 #include "server/tune_job.h"
@@ -116,6 +117,11 @@ class DeviceTuner {
   // Joins the thread (after Stop()).
   void Join() EXCLUDES(join_mu_);
 
+  // What a stored entry of the class is worth on this device (server/previous_entry.h): current
+  // (this device's kernel library version), provisional (another version, its variant still in
+  // this build's family with the same parameters) or gone (a miss).
+  StoredVerdict Judge(const TuneResult& stored, const Problem& problem) const;
+
   // Tunes queued or running.
   int QueueDepth() const EXCLUDES(mu_);
   TunerCounters counters() const;
@@ -132,6 +138,9 @@ class DeviceTuner {
   // What Measure() hands the later steps of a job.
   struct Measured;
 
+  // The class's stored result of `problem` when it is of this device's library version; an entry
+  // of another version (an upgrade) is no result here: it is to be re-validated.
+  StatusOr<std::optional<TuneResult>> LookupCurrent(const Problem& problem) const;
   // The default options of a tune nobody asked a budget for.
   TuneOptions DefaultTuneOptions() const;
   // RESOURCE_EXHAUSTED with a retry hint when the queue is full (the tunes queued here, at most

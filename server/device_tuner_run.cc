@@ -123,7 +123,9 @@ DeviceTuner::Measured DeviceTuner::Measure(const std::shared_ptr<TuneJob>& job) 
       previous.ok() && previous->has_value()) {
     m.options.incumbent = (*previous)->best.name;
     m.previous_contention = (*previous)->contention;
-    m.has_previous = true;
+    // An entry of another kernel library version (an upgrade) is re-validated here: never kept
+    // over what this build measures.
+    m.has_previous = (*previous)->device.library_version == device_.library_version;
   }
   if (polite) {
     // Its budget is of device time: the wall time it may take grows as its share shrinks,
@@ -199,6 +201,10 @@ void DeviceTuner::Keep(const TuneJob& job, Measured& m) {
   }
   // Before the tune leaves the flight: a request that then misses it reads the store.
   ctx_.answers->Invalidate();
+  // The tuner as a health probe: this device's copy ceiling against its class's.
+  if (options_.health != nullptr && result.ceiling.valid)
+    options_.health->Observe(index_, class_, device_.uuid, result.problem.bytes(),
+                             result.ceiling_gbps(), !contention.empty());
   result.breakdown.Add(
       "daemon.store",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - store_start).count());

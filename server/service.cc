@@ -301,7 +301,28 @@ std::shared_ptr<Waiter> TransposeService::StartGetConfig(const ConfigRequest& re
     auto hit = answers_.Find(tuner.device_class(), problem);
     if (!hit.ok()) return fail(hit.status());
     const AnswerCache::Entry& entry = *hit;
-    if (entry->has_value()) {
+    // An entry of another kernel library version (an upgrade): provisional while its variant
+    // exists (answered at once, re-validated in the background, once per class through the
+    // shared store's lease), else a miss (below).
+    const StoredVerdict verdict =
+        entry->has_value() ? tuner.Judge(**entry, problem) : StoredVerdict::kCurrent;
+    if (verdict == StoredVerdict::kProvisional) {
+      if (auto queued = tuner.QueueBackground(problem); !queued.ok())
+        spdlog::warn("previous device={} problem={}: re-validation not queued: {}", device,
+                     problem.Key(), queued.status().ToString());
+      count(true);
+      ConfigAnswer answer;
+      TuneResult r = **entry;
+      answer.measured_on = std::move(r.device);
+      answer.measured_on.index = LocalIndexOf(answer.measured_on);
+      r.device = tuner.device();
+      answer.result = std::move(r);
+      answer.source = AnswerSource::kPrevious;
+      answer.device_index = device;
+      done(std::move(answer));
+      return nullptr;
+    }
+    if (entry->has_value() && verdict == StoredVerdict::kCurrent) {
       if (!request.shared_hit) return from_cache(**entry);
       count(true);
       ConfigAnswer answer;

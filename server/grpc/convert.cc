@@ -45,6 +45,8 @@ pb::Source SourceToProto(AnswerSource s) {
       return pb::SOURCE_HEURISTIC;
     case AnswerSource::kShared:
       return pb::SOURCE_SHARED;
+    case AnswerSource::kPrevious:
+      return pb::SOURCE_PREVIOUS;
   }
   return pb::SOURCE_UNSPECIFIED;
 }
