@@ -1,10 +1,10 @@
 #include "server/device_health.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-
-#include <spdlog/spdlog.h>
 
 namespace transposed {
 
@@ -79,8 +79,8 @@ DeviceHealthStatus DeviceHealth::Observe(int index, const std::string& device_cl
   return after;
 }
 
-void DeviceHealth::Update(DeviceHealthStatus& s, double ceiling_gbps, double median,
-                          double ratio, int bucket, bool below, size_t others) const {
+void DeviceHealth::Update(DeviceHealthStatus& s, double ceiling_gbps, double median, double ratio,
+                          int bucket, bool below, size_t others) const {
   ++s.verdicts;
   s.ratio = ratio;
   s.class_devices = static_cast<int>(others);

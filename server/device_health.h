@@ -37,20 +37,20 @@
 namespace transposed {
 
 struct HealthOptions {
-  double margin = 0.10;           // flagged below (1 - margin) x the class median
-  int confirm = 3;                // tunes in a row below (to flag) or within (to clear)
-  int64_t min_bytes = 16 << 20;   // smaller problems are no observation
+  double margin = 0.10;          // flagged below (1 - margin) x the class median
+  int confirm = 3;               // tunes in a row below (to flag) or within (to clear)
+  int64_t min_bytes = 16 << 20;  // smaller problems are no observation
 };
 
 struct DeviceHealthStatus {
   bool slow = false;
   // Why it is flagged (or, not flagged, the latest verdict); empty before the first verdict.
   std::string reason;
-  double ratio = 0;          // the latest ceiling over the class median (0: no verdict yet)
-  int below_in_a_row = 0;    // verdicts below the margin in a row
-  int within_in_a_row = 0;   // verdicts within the margin in a row
-  int verdicts = 0;          // observations compared with the class
-  int class_devices = 0;     // other devices of the class in the latest verdict
+  double ratio = 0;         // the latest ceiling over the class median (0: no verdict yet)
+  int below_in_a_row = 0;   // verdicts below the margin in a row
+  int within_in_a_row = 0;  // verdicts within the margin in a row
+  int verdicts = 0;         // observations compared with the class
+  int class_devices = 0;    // other devices of the class in the latest verdict
 };
 
 // The class's latest ceilings. Exchange records `uuid`'s ceiling (GB/s) for (class, bucket) and

@@ -41,8 +41,7 @@ TEST(DeviceHealth, FlagsTheSlowDeviceAfterThreeVerdictsOnly) {
   EXPECT_FALSE(s.slow);
   s = round(3400);
   EXPECT_TRUE(s.slow);
-  EXPECT_NE(s.reason.find("15% below the median 4000.0 GB/s of 3 other devices"),
-            std::string::npos)
+  EXPECT_NE(s.reason.find("15% below the median 4000.0 GB/s of 3 other devices"), std::string::npos)
       << s.reason;
   EXPECT_NE(s.reason.find("3 verdicts in a row below the 10% margin"), std::string::npos)
       << s.reason;

@@ -146,6 +146,10 @@ class TransposeService {
   std::vector<DeviceInfo> ListDevices() const;
   // Their busy signals (server/polite.h), index = device.
   std::vector<DeviceLoad> DeviceLoads() const { return load_board_.All(); }
+  // The health probe's verdict per device (ServiceOptions::health); empty without one.
+  std::vector<DeviceHealthStatus> DeviceHealthStatuses() const {
+    return options_.health != nullptr ? options_.health->All() : std::vector<DeviceHealthStatus>();
+  }
   // Stored entries matching the query, newest first (limit 0 = all). result.device.index is the
   // live index of the entry's device, or -1 for a device this daemon does not have.
   StatusOr<std::vector<TuneResult>> ListEntries(const EntryQuery& query, bool include_candidates,

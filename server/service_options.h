@@ -10,6 +10,7 @@
 
 #include "core/problem.h"
 #include "core/status.h"
+#include "server/device_health.h"
 #include "server/polite.h"
 #include "server/shared_flight.h"
 #include "tuner/backend.h"
@@ -55,6 +56,10 @@ struct ServiceOptions {
   SharedFlight* shared = nullptr;
   // The busy signal and how background tunes yield to other work on the device (polite.h).
   PoliteOptions polite;
+  // Null: no health probe. Otherwise every tune's copy ceiling is judged against the class's
+  // (device_health.h: a device far below, 3 tunes in a row, is flagged slow). Must outlive the
+  // service.
+  DeviceHealth* health = nullptr;
 };
 
 }  // namespace transposed

@@ -118,8 +118,8 @@ const std::vector<Column<TuneResult>>& EntryColumns() {
     c->push_back(FieldColumn<T>("contention", [](auto& r) -> auto& { return r.contention; }));
     // The kernel library version the entry was measured with (not its device row's, which is the
     // version the device was last seen with): ReadEntry puts it back after the device columns.
-    c->push_back(FieldColumn<T>("library_version",
-                                [](auto& r) -> auto& { return r.device.library_version; }));
+    c->push_back(FieldColumn<T>(
+        "library_version", [](auto& r) -> auto& { return r.device.library_version; }));
     // Normalized, as in problem_key: value-exact only where the dtype tells it apart.
     c->push_back(Column<T>{
         "exactness",

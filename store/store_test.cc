@@ -413,8 +413,9 @@ TEST_F(StoreTest, MigratesAVersion1DatabaseToDeviceClasses) {
 // the class; every entry of an older file takes its device row's version.
 TEST_F(StoreTest, MigratesAVersion4DatabaseToEntryLibraryVersions) {
   const Problem p = MakeProblem(512, 256);
-  SaveOneEntryThenDowngrade(p, "UPDATE devices SET device_class = 'v1-class-key'; "
-                               "PRAGMA user_version = 4;");
+  SaveOneEntryThenDowngrade(p,
+                            "UPDATE devices SET device_class = 'v1-class-key'; "
+                            "PRAGMA user_version = 4;");
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
   {

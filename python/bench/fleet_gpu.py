@@ -11,9 +11,13 @@ on the busy node (CACHE_ONLY hits there; at least POLITE_BUSY_S, at most FLEET_L
 which node measured each problem (Answer.measured_on against each node's device UUID), the time
 from the ask until each is stored on the busy node, the job's bandwidth with and without, and,
 when $FLEET_POLITE_JSON names the single-node polite stage's result of the same run, its figures
-beside ours. Prints one JSON object (and writes it to $FLEET_OUT when set); exit status 1 when a
-promise fails: a problem measured on the busy node or not stored within FLEET_LIMIT_S, or the job
-lost 5% or more of its bandwidth.
+beside ours. Then the health probe's false-positive check (server/device_health.h; issue 38):
+with the job stopped, both nodes re-tune HEALTH_PROBLEMS (16 MiB - 1 GiB) HEALTH_ROUNDS times
+each (Tune, so each GPU measures its copy ceiling at every size), comparing each GPU's ceiling
+with the other's through the shared store; both GPUs are healthy, so neither may be flagged.
+Prints one JSON object (and writes it to $FLEET_OUT when set); exit status 1 when a promise fails:
+a problem measured on the busy node or not stored within FLEET_LIMIT_S, the job lost 5% or more
+of its bandwidth, a GPU flagged slow, or no health verdict at all.
 """
 import json
 import os
@@ -29,6 +33,28 @@ from transposed import pb
 from polite_gpu import PROBLEMS, stream
 
 MAX_LOSS_PCT = 5.0
+HEALTH_PROBLEMS = [(4096, 4096, "f32"), (8192, 4096, "f32"), (6144, 5120, "f16"),
+                   (16384, 8192, "f32"), (4096, 12288, "bf16"), (12288, 2048, "u8")]
+
+
+def health_check(nodes):
+    """Re-tunes HEALTH_PROBLEMS on every node, HEALTH_ROUNDS times; each GPU's health after."""
+    rounds = int(os.environ.get("HEALTH_ROUNDS", "3"))
+    ratios = {name: [] for name in nodes}
+    for _ in range(rounds):
+        for name, client in nodes.items():
+            for rows, cols, dtype in HEALTH_PROBLEMS:
+                for _progress in client.tune(rows, cols, dtype, budget_seconds=2):
+                    pass
+                h = client.devices()[0].health
+                if h.verdicts:
+                    ratios[name].append(round(h.ceiling_ratio, 3))
+    out = {}
+    for name, client in nodes.items():
+        h = client.devices()[0].health
+        out[name] = {"slow": h.slow, "verdicts": h.verdicts, "reason": h.reason,
+                     "ceiling_ratios": ratios[name]}
+    return {"rounds": rounds, "problems": [key(p) for p in HEALTH_PROBLEMS], "devices": out}
 
 
 def key(p):
@@ -109,6 +135,15 @@ def main():
     stop.set()
     watcher.join()
     phase_s = time.monotonic() - asked_at
+    del x, y
+    torch.cuda.empty_cache()
+    health = health_check({"busy node (GPU 0)": busy, "idle node (GPU 1)": idle})
+    for name, h in health["devices"].items():
+        if h["slow"]:
+            problems_found.append(f"health: {name} flagged slow (both GPUs are healthy): "
+                                  f"{h['reason']}")
+        if h["verdicts"] == 0:
+            problems_found.append(f"health: no verdict on {name}: the probe was not exercised")
 
     measured_on = {}
     for p in PROBLEMS:
@@ -148,6 +183,7 @@ def main():
         "worst_window_loss_pct": 100 * (1 - min(with_fleet) / statistics.median(alone)),
         "windows": len(with_fleet), "phase_s": phase_s,
         "single_node_polite": polite_figures(os.environ.get("FLEET_POLITE_JSON")),
+        "health": health,
         "failures": problems_found,
     }
     text = json.dumps(result, indent=1)

@@ -82,6 +82,12 @@ if p:
     print(f"single node (polite stage, same run): job loss {p['loss_mean_pct']:.2f}%, all stored "
           f"{p['all_stored_after_ask_s']} s after the ask ({p['all_stored_after_idle_s']} s after "
           f"the job went idle)")
+h = r.get("health")
+if h:
+    for name, d in h["devices"].items():
+        print(f"health: {name}: slow={d['slow']} verdicts={d['verdicts']} "
+              f"ceiling/class min={min(d['ceiling_ratios'], default=0):.3f} "
+              f"max={max(d['ceiling_ratios'], default=0):.3f}")
 PY
 fi
 echo "python/bench/fleet_gpu.sh: status $status"

@@ -54,13 +54,13 @@ std::string HostName() {
 void Daemon::SharedHealth::Attach(grpc::HealthCheckServiceInterface* health) {
   MutexLock l(&mu_);
   health_ = health;
-  if (health_ != nullptr) health_->SetServingStatus("transposed.shared_store", available_);
+  if (health_ != nullptr) health_->SetServingStatus(name_, available_);
 }
 
 void Daemon::SharedHealth::Set(bool available) {
   MutexLock l(&mu_);
   available_ = available;
-  if (health_ != nullptr) health_->SetServingStatus("transposed.shared_store", available_);
+  if (health_ != nullptr) health_->SetServingStatus(name_, available_);
 }
 
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonFlags flags, const sigset_t& signals,
@@ -85,6 +85,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonFlags flags, const sigset_
   options.polite = d->flags_.polite;
   TR_RETURN_IF_ERROR(d->StartPeers(&options));
   TR_RETURN_IF_ERROR(d->StartSharedStore(backends, &options));
+  d->StartHealth(backends.size(), &options);
   TR_RETURN_IF_ERROR(d->StartService(std::move(backends), std::move(options)));
   TR_RETURN_IF_ERROR(d->StartServing());
   return d;
@@ -185,6 +186,7 @@ Status Daemon::StartSharedStore(const std::vector<std::unique_ptr<Backend>>& bac
   fleet.on_availability = [this](bool available, const std::string&) {
     shared_health_.Set(available);
   };
+  ceiling_board_ = std::make_unique<RedisCeilingBoard>(fleet.store);
   auto created = FleetFlight::Create(std::move(fleet));
   if (!created.ok()) return Usage(created.status().message());
   shared_ = std::move(created).value();
@@ -195,6 +197,15 @@ Status Daemon::StartSharedStore(const std::vector<std::unique_ptr<Backend>>& bac
       url->ToString(), f.shared_store_password_file.empty() ? "no password" : "password",
       f.shared_store_timeout, f.shared_store_lease);
   return Status::OK();
+}
+
+void Daemon::StartHealth(size_t devices, ServiceOptions* options) {
+  if (ceiling_board_ == nullptr) ceiling_board_ = std::make_unique<LocalCeilingBoard>();
+  device_health_ = std::make_unique<DeviceHealth>(
+      static_cast<int>(devices), HealthOptions{}, ceiling_board_.get(),
+      [this](int, const DeviceHealthStatus&, bool any_slow) { devices_health_.Set(!any_slow); });
+  options->health = device_health_.get();
+  metrics_->AttachHealth(device_health_.get());
 }
 
 Status Daemon::StartService(std::vector<std::unique_ptr<Backend>> backends,
@@ -336,6 +347,7 @@ Status Daemon::StartServer() {
     health->SetServingStatus(v1::Transposer::service_full_name(), true);
     health->SetServingStatus("transposed.store", store_->read_only().empty());
     if (shared_) shared_health_.Attach(health);
+    devices_health_.Attach(health);
   }
   return Status::OK();
 }
@@ -343,6 +355,7 @@ Status Daemon::StartServer() {
 void Daemon::StopServing(std::optional<std::chrono::system_clock::time_point> deadline) {
   if (listener_) listener_->Stop();  // no new connection reaches gRPC after its shutdown
   shared_health_.Attach(nullptr);
+  devices_health_.Attach(nullptr);
   if (!server_) return;
   if (deadline.has_value())
     server_->Shutdown(*deadline);

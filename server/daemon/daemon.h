@@ -33,6 +33,8 @@
 #include "server/daemon/metrics.h"
 #include "server/daemon/reflection_v1.h"
 #include "server/daemon/startup.h"
+#include "server/device_health.h"
+#include "server/fleet/ceiling_board.h"
 #include "server/fleet/fleet_flight.h"
 #include "server/fleet/peers.h"
 #include "server/grpc/call_limiter.h"
@@ -62,14 +64,18 @@ class Daemon {
   int Run();
 
  private:
-  // The health status "transposed.shared_store" of the server: set from the shared store's thread
-  // when it goes down or comes back, and when the server starts.
+  // A health status of the server set from another thread: "transposed.shared_store" (from the
+  // shared store's thread when it goes down or comes back) and "transposed.devices" (from a tune
+  // thread when a device is flagged slow or cleared, server/device_health.h); applied when the
+  // server starts.
   class SharedHealth {
    public:
+    SharedHealth(std::string name, bool serving) : name_(std::move(name)), available_(serving) {}
     void Attach(grpc::HealthCheckServiceInterface* health) EXCLUDES(mu_);
     void Set(bool available) EXCLUDES(mu_);
 
    private:
+    const std::string name_;
     Mutex mu_;
     grpc::HealthCheckServiceInterface* health_ GUARDED_BY(mu_) = nullptr;
     bool available_ GUARDED_BY(mu_) = false;
@@ -83,6 +89,7 @@ class Daemon {
   Status StartPeers(ServiceOptions* options);
   Status StartSharedStore(const std::vector<std::unique_ptr<Backend>>& backends,
                           ServiceOptions* options);
+  void StartHealth(size_t devices, ServiceOptions* options);
   Status StartService(std::vector<std::unique_ptr<Backend>> backends, ServiceOptions options);
   Status StartServing();
 
@@ -102,9 +109,14 @@ class Daemon {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<PeerSet> peers_;
-  SharedHealth shared_health_;
+  SharedHealth shared_health_{"transposed.shared_store", false};
+  SharedHealth devices_health_{"transposed.devices", true};
   // The shared store: created before the service (which stops it), destroyed after it.
   std::unique_ptr<FleetFlight> shared_;
+  // The health probe's class figures (the shared store's with --shared-store, else this
+  // daemon's devices') and verdicts (server/device_health.h).
+  std::unique_ptr<CeilingBoard> ceiling_board_;
+  std::unique_ptr<DeviceHealth> device_health_;
   std::unique_ptr<TransposeService> service_;
   std::shared_ptr<grpc::ServerCredentials> credentials_;
   AdminGate admin_gate_;

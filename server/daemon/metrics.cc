@@ -296,12 +296,14 @@ class Metrics::ScrapeCollector : public prometheus::Collectable {
                                   "1 while the device is flagged slow: its tunes' copy ceiling "
                                   "more than 10% below the median of the other devices of its "
                                   "class, 3 tunes in a row (transposectl devices says why)",
-                                  prometheus::MetricType::Gauge, {}};
+                                  prometheus::MetricType::Gauge,
+                                  {}};
     prometheus::MetricFamily ratio{"transposed_device_class_ceiling_ratio",
                                    "The latest tune's copy ceiling over the median of the other "
                                    "devices of its class at that size (absent before the first "
                                    "verdict)",
-                                   prometheus::MetricType::Gauge, {}};
+                                   prometheus::MetricType::Gauge,
+                                   {}};
     for (size_t d = 0; d < health.size() && d < device_labels_.size(); ++d) {
       prometheus::ClientMetric m;
       m.label = Labels(d);

@@ -67,9 +67,11 @@ class UpgradeE2ETest : public ::testing::Test {
       testing::DaemonOptions o;
       o.binary = TRANSPOSED_BINARY;
       o.tune_budget_seconds = 0.4;
-      o.extra_args = {"--instance-id", "upgrade-node-" + std::to_string(i), "--cpu-threads", "1",
-                      "--shared-store", redis_.url(), "--shared-store-timeout", "0.5",
-                      "--metrics-listen", "127.0.0.1:0"};
+      o.extra_args = {"--instance-id",          "upgrade-node-" + std::to_string(i),
+                      "--cpu-threads",          "1",
+                      "--shared-store",         redis_.url(),
+                      "--shared-store-timeout", "0.5",
+                      "--metrics-listen",       "127.0.0.1:0"};
       nodes_.push_back(std::make_unique<testing::DaemonProcess>(o));
     }
     ASSERT_NO_FATAL_FAILURE(StartAll());
@@ -137,8 +139,8 @@ class UpgradeE2ETest : public ::testing::Test {
 };
 
 TEST_F(UpgradeE2ETest, EveryKnownProblemAnswersAtOnceAndIsRevalidatedOncePerClass) {
-  const std::vector<Problem> known = {Make(96, 160), Make(200, 72), Make(128, 336),
-                                      Make(264, 120), Make(176, 176)};
+  const std::vector<Problem> known = {Make(96, 160), Make(200, 72), Make(128, 336), Make(264, 120),
+                                      Make(176, 176)};
   const Problem renamed = Make(144, 208);  // its variant will be gone after the "upgrade"
 
   // 1. Fill every node's cache: node 0 tunes, the others take its shared results.
@@ -164,12 +166,14 @@ TEST_F(UpgradeE2ETest, EveryKnownProblemAnswersAtOnceAndIsRevalidatedOncePerClas
   StopAll();
   for (int i = 0; i < kNodes; ++i) {
     const std::string db = nodes_[i]->db().string();
-    EXPECT_EQ(Rewrite(db, std::string("UPDATE entries SET library_version = '") + kOlderVersion +
-                              "'"),
-              static_cast<int>(known.size()) + 1)
+    EXPECT_EQ(
+        Rewrite(db, std::string("UPDATE entries SET library_version = '") + kOlderVersion + "'"),
+        static_cast<int>(known.size()) + 1)
         << "node " << i;
-    EXPECT_EQ(Rewrite(db, "UPDATE entries SET variant = 'cpu.retired.variant' WHERE "
-                          "problem_key = '" + renamed.Key() + "'"),
+    EXPECT_EQ(Rewrite(db,
+                      "UPDATE entries SET variant = 'cpu.retired.variant' WHERE "
+                      "problem_key = '" +
+                          renamed.Key() + "'"),
               1);
   }
   redis_.Kill();
@@ -252,11 +256,12 @@ TEST_F(UpgradeE2ETest, EveryKnownProblemAnswersAtOnceAndIsRevalidatedOncePerClas
   const double found = Sum("transposed_shared_store_found_total");
   EXPECT_EQ(tunes, known.size()) << "one re-validation per problem for the class";
   EXPECT_EQ(leases, known.size());
-  std::printf("upgrade: nodes=%d known=%zu first requests=%d answered=%d previous=%d "
-              "answer_s p50=%.4f max=%.4f; re-validation: tunes=%.0f leases=%.0f "
-              "shared_found=%.0f, every node current %.1f s after the first requests\n",
-              kNodes, known.size(), asked, answered, previous, testing::Percentile(seconds, 50),
-              testing::Percentile(seconds, 100), tunes, leases, found, revalidated_s);
+  std::printf(
+      "upgrade: nodes=%d known=%zu first requests=%d answered=%d previous=%d "
+      "answer_s p50=%.4f max=%.4f; re-validation: tunes=%.0f leases=%.0f "
+      "shared_found=%.0f, every node current %.1f s after the first requests\n",
+      kNodes, known.size(), asked, answered, previous, testing::Percentile(seconds, 50),
+      testing::Percentile(seconds, 100), tunes, leases, found, revalidated_s);
 
   // 5. The entry whose variant is gone is a miss: tuned (once for the class), never answered
   // from the stale entry.

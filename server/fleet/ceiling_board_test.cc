@@ -38,8 +38,8 @@ TEST(CeilingBoard, NodesSeeEachOthersLatestCeilingsOfTheirClassAndSize) {
   EXPECT_EQ(*b, std::vector<double>{4100});
 
   // Garbage written by someone else is never a figure.
-  auto c = RedisConnection::Connect(Options(redis), std::chrono::steady_clock::now() +
-                                                        std::chrono::seconds(2));
+  auto c = RedisConnection::Connect(Options(redis),
+                                    std::chrono::steady_clock::now() + std::chrono::seconds(2));
   ASSERT_TRUE(c.ok());
   const std::string key = CeilingBoardKey("cls", 26);
   ASSERT_TRUE((*c)->Pipeline({{"HSET", key, "GPU-bad1", "nan"},
@@ -53,8 +53,8 @@ TEST(CeilingBoard, NodesSeeEachOthersLatestCeilingsOfTheirClassAndSize) {
   std::vector<double> got = *b;
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, (std::vector<double>{3900, 4100}));
-  auto ttl = (*c)->Pipeline({{"PTTL", key}},
-                            std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  auto ttl =
+      (*c)->Pipeline({{"PTTL", key}}, std::chrono::steady_clock::now() + std::chrono::seconds(2));
   ASSERT_TRUE(ttl.ok());
   EXPECT_GT((*ttl)[0].integer, 6LL * 24 * 3600 * 1000);
 

@@ -40,11 +40,21 @@ grpc::ServerUnaryReactor* GrpcTransposer::ListDevices(grpc::CallbackServerContex
                                                       const v1::ListDevicesRequest* /*request*/,
                                                       v1::ListDevicesResponse* response) {
   const std::vector<DeviceLoad> loads = service_->DeviceLoads();
+  const std::vector<DeviceHealthStatus> health = service_->DeviceHealthStatuses();
   for (const auto& d : service_->ListDevices()) {
     v1::Device* out = response->add_devices();
     *out = DeviceToProto(d);
     if (d.index >= 0 && static_cast<size_t>(d.index) < loads.size())
       *out->mutable_load() = DeviceLoadToProto(loads[d.index]);
+    if (d.index >= 0 && static_cast<size_t>(d.index) < health.size()) {
+      const DeviceHealthStatus& h = health[d.index];
+      v1::DeviceHealth* to = out->mutable_health();
+      to->set_slow(h.slow);
+      to->set_reason(h.reason);
+      to->set_ceiling_ratio(h.ratio);
+      to->set_verdicts(h.verdicts);
+      to->set_class_devices(h.class_devices);
+    }
   }
   Note(context, "devices=" + std::to_string(response->devices_size()));
   return FinishNow(context, Status::OK());
