@@ -229,11 +229,14 @@ TEST_F(FleetTest, TwoInstancesOfOneClassShareThroughExportImportAndSeed) {
     std::ofstream out(a->dir() / "mixed.jsonl");
     out << other << "\n" << "{\"answer\": 5}\n" << text;
   }
-  // (the class in the edited row no longer matches its device: that row is invalid, not refused)
+  // (the class leaves the library version out, schema version 5: the edited row is still of its
+  // class, and refused for its version)
   Ctl mixed = RunCtl("--server " + b->address() + " import " + (a->dir() / "mixed.jsonl").string());
   EXPECT_EQ(mixed.exit_code, 1) << mixed.Describe();
   EXPECT_NE(mixed.out.find("read 3 rows"), std::string::npos) << mixed.out;
-  EXPECT_NE(mixed.out.find("invalid 2"), std::string::npos) << mixed.out;
+  EXPECT_NE(mixed.out.find("refused 1 (unknown kernel library version), invalid 1"),
+            std::string::npos)
+      << mixed.out;
   EXPECT_NE(mixed.out.find("mixed.jsonl:2: not an ExportedEntry"), std::string::npos) << mixed.out;
   // Without the class field the edited row is a valid row of an unknown library: refused.
   Json unknown = Json::parse(other);
