@@ -94,6 +94,7 @@ void FleetFlight::Publish(const TuneResult& result, const std::string& lease) {
   w.lease = lease;
   w.median = EncodeMedian(result.best_measurement.median_s);
   w.entry = EncodeSharedEntry(result);
+  w.contended = !result.contention.empty();
   {
     MutexLock l(&mu_);
     if (stop_) return;

@@ -145,6 +145,7 @@ class FleetFlight final : public SharedFlight {
     std::string lease;
     std::string median;  // kPublish
     std::string entry;   // kPublish
+    bool contended = false;  // kPublish: measured under contention (never replaces an idle one)
   };
   class ThreadState;  // the thread's own state (no lock: only the thread touches it)
 

@@ -288,7 +288,7 @@ class FleetFlight::ThreadState {
         commands.push_back(
             link_.Script(SharedScript::kPublish, {w.keys.result, w.keys.lease},
                          {std::to_string(kSharedFormat), w.median, w.entry, w.lease, w.keys.channel,
-                          w.keys.problem_key, RefusedMedian(w.lease)}));
+                          w.keys.problem_key, RefusedMedian(w.lease), w.contended ? "1" : "0"}));
       } else {
         commands.push_back(link_.Script(SharedScript::kRelease, {w.keys.lease},
                                         {w.lease, w.keys.channel, w.keys.problem_key}));

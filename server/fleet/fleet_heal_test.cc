@@ -501,6 +501,28 @@ TEST_F(FleetHealTest, AFailedRoundTripIsCountedUnknownAndTheWriteCarriedOutLater
   EXPECT_EQ(Command(redis_.port(), {"EXISTS", keys.result}).integer, 1);
 }
 
+// A result measured under contention (a busy GPU) never replaces the class's idle measurement,
+// however fast it came out; an idle measurement always replaces a contended one.
+TEST_F(FleetHealTest, AContendedMeasurementNeverReplacesAnIdleOne) {
+  auto nodes = Nodes(2, redis_.url(), 0.1);
+  ASSERT_TRUE(Eventually([&] { return AllAvailable(nodes, true); }, 10));
+  FleetFlight* a = nodes[0]->flight();
+  const Problem p = TestProblem(12);
+  TuneResult contended = Result(nodes[0]->device(), p, 1e-4);
+  contended.contention = "device busy: 95% utilization";
+  a->Publish(contended, "");
+  ASSERT_TRUE(Eventually([&] { return a->counters().published_written == 1; }, 2));
+  a->Publish(Result(nodes[0]->device(), p, 2e-4), "");  // idle, slower: replaces it
+  ASSERT_TRUE(Eventually([&] { return a->counters().published_written == 2; }, 2));
+  TuneResult faster = contended;
+  faster.best_measurement = Measurement::FromSamples({0.5e-4, 0.5e-4, 0.5e-4}, 1, {});
+  a->Publish(faster, "");  // contended, faster: kept out
+  ASSERT_TRUE(Eventually([&] { return a->counters().published_kept == 1; }, 2));
+  const SharedKeys keys = SharedKeysFor(kLibraryVersion, ClassOf(nodes[0]->device()).key, p);
+  EXPECT_EQ(Command(redis_.port(), {"HGET", keys.result, "m"}).str, EncodeMedian(2e-4));
+  EXPECT_EQ(Command(redis_.port(), {"HGET", keys.result, "c"}).str, "0");
+}
+
 TEST_F(FleetHealTest, APublishThatChangesNothingWakesNobody) {
   auto nodes = Nodes(2, redis_.url(), 0.1);
   ASSERT_TRUE(Eventually([&] { return AllAvailable(nodes, true); }, 10));

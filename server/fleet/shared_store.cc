@@ -29,17 +29,24 @@ return {3, present, redis.call('PTTL', KEYS[2]), v[2] or ''}
 )lua";
 
 // Publish-if-faster. KEYS: result, lease. ARGV: format, median, entry, token ('' : none), channel,
-// problem key, the `m` of a value this node refused ('' : none; replaced only if still there).
-// Writes when nothing of this format is stored, the stored median is not a number, the new one is
-// lower, or the refused value is still the one stored; never a slower result over a faster one.
+// problem key, the `m` of a value this node refused ('' : none; replaced only if still there),
+// '1' when the result was measured under contention (stored as field `c`).
+// Writes when nothing of this format is stored, the stored median is not a number, the refused
+// value is still the one stored, the stored value was measured under contention and the new one
+// was not, or the new one is lower, unless it was measured under contention and the stored one
+// was not: a contended measurement never replaces an idle one, an idle one always replaces a
+// contended one, and otherwise never a slower result over a faster one.
 // Releases the lease if the token still holds it. Tells the class only when it wrote or released
 // (a publish that changed nothing wakes nobody). Returns 1 when written.
 constexpr const char* kPublishLua = R"lua(
-local cur = redis.call('HMGET', KEYS[1], 'f', 'm')
+local cur = redis.call('HMGET', KEYS[1], 'f', 'm', 'c')
 local m = tonumber(cur[2])
+local new_c = ARGV[8] == '1'
+local old_c = cur[3] == '1'
 local written = 0
-if cur[1] ~= ARGV[1] or not m or tonumber(ARGV[2]) < m or (ARGV[7] ~= '' and cur[2] == ARGV[7]) then
-  redis.call('HSET', KEYS[1], 'f', ARGV[1], 'm', ARGV[2], 'e', ARGV[3])
+if cur[1] ~= ARGV[1] or not m or (ARGV[7] ~= '' and cur[2] == ARGV[7]) or (old_c and not new_c) or
+   (tonumber(ARGV[2]) < m and (old_c or not new_c)) then
+  redis.call('HSET', KEYS[1], 'f', ARGV[1], 'm', ARGV[2], 'e', ARGV[3], 'c', new_c and '1' or '0')
   written = 1
 end
 local released = 0
