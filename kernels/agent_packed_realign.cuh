@@ -21,6 +21,10 @@
 //              last;
 //   EdgeTile   tiles whose staged windows would pass the end of the input buffer: predicated
 //              element copies through shared memory.
+// Walking tiles (TransposeConfig::walk K, PackedRealignWalkKernel): a block takes K tiles down a
+// tile column in order (Walk); the rows above of each tile after the first are the tile before's
+// last packed rows (CarryRows) instead of staged ones, and each next tile is staged while the
+// current one is written.
 // Tiles cut by the matrix edge take the phases above, predicated on their extent (faster than
 // the element copies they took before: docs/design/kernel-family.md).
 // Layout, thread mapping and the register steps are PackedRealignGeometry's (packed_realign.h)
@@ -37,7 +41,8 @@
 
 namespace transposed::kernels::internal {
 
-template <int E, int TR, int RB, int BR>
+// K: 0 for one tile per block step, else the walk's length (PackedRealignWalkKernel).
+template <int E, int TR, int RB, int BR, int K = 0>
 struct PackedRealignAgent {
   static constexpr PackedRealignGeometry kG = PackedRealignGeometry::Make(E, TR, BR, RB);
   static_assert(kG.Invalid() == nullptr, "inconsistent packed realign geometry");
@@ -62,6 +67,18 @@ struct PackedRealignAgent {
   const Args a;  // by value: the address of a kernel parameter is never taken
   const int tid;
 
+  // This thread's index, for a phase's unit mapping. Walking blocks run every phase inside their
+  // walk loop, and with the member the compiler kept the units' rows, windows and offsets
+  // (functions of the thread index alone) live across the loop (u8: 160-420 bytes spilled,
+  // 2-byte: 122 registers against 54); a volatile read per phase keeps them per phase.
+  __device__ __forceinline__ int Tid() const {
+    if constexpr (K == 0) {
+      return tid;
+    } else {
+      return ThreadIndexX();
+    }
+  }
+
   __device__ __forceinline__ explicit PackedRealignAgent(const Args& args)
       : a(args), tid(threadIdx.x) {}
 
@@ -85,9 +102,10 @@ struct PackedRealignAgent {
                                             bool above) const {
     constexpr PackedRealignGeometry G = kG;
     constexpr int kWin = G.stage_windows();
+    const int me = Tid();
 #pragma unroll
     for (int k = 0; k < G.ns(); ++k) {
-      const int u = tid + k * NT;
+      const int u = me + k * NT;
       if (G.stage_units() % NT == 0 || u < G.stage_units()) {
         const int r = u / kWin - V, win = u % kWin;
         const unsigned char* row = t.in + static_cast<int64_t>(r) * a.ldi * E;
@@ -102,7 +120,7 @@ struct PackedRealignAgent {
   __device__ __forceinline__ void PackUnit(int k, const Tile& t, const unsigned char* stage,
                                            unsigned char* sm, bool above) const {
     constexpr PackedRealignGeometry G = kG;
-    const int u = tid + k * NT;
+    const int u = Tid() + k * NT;
     const int row = G.LoadRow(u), h = G.LoadHalf(u);
     if ((G.load_units() % NT == 0 || u < G.load_units()) && (above || row >= 0) &&
         row < t.nr) {
@@ -160,7 +178,7 @@ struct PackedRealignAgent {
     const int64_t row_step = static_cast<int64_t>(P) * a.ldo * E;
 #pragma unroll 1
     for (int k = 0; k < NW; ++k) {
-      const int u = tid + k * NT;
+      const int u = Tid() + k * NT;
       const int q = G.WriteWord(u), lane = G.WriteLane(u);
       unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
       const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
@@ -178,7 +196,7 @@ struct PackedRealignAgent {
                                             bool above) const {
     constexpr PackedRealignGeometry G = kG;
     const int64_t row_step = static_cast<int64_t>(P) * a.ldo * E;  // output row c -> c + P
-    const int u = tid + k * NT;
+    const int u = Tid() + k * NT;
     const int q = G.WriteWord(u), lane = G.WriteLane(u);
     unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
     const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
@@ -196,9 +214,9 @@ struct PackedRealignAgent {
   // first rb / 4 threads, one per shared word).
   __device__ __forceinline__ void WriteTail(const Tile& t, const unsigned char* sm) const {
     constexpr PackedRealignGeometry G = kG;
-    if (tid >= G.words()) return;
+    const int q = Tid();
+    if (q >= G.words()) return;
     const int64_t row_step = static_cast<int64_t>(P) * a.ldo * E;
-    const int q = tid;
     unsigned char* const seg = t.out + static_cast<int64_t>(G.ColumnOf(q, 0)) * a.ldo * E;
     const int p = static_cast<int>(reinterpret_cast<uintptr_t>(seg) & 15);
     if (p == 0) return;
@@ -213,10 +231,76 @@ struct PackedRealignAgent {
       if (G.ColumnOf(q, b) < t.nc) StoreWindowRange<E>(base, o[b], 0, hi);
   }
 
+  // ---- Walking tiles (TransposeConfig::walk): the packed rows tr - v .. tr - 1 of this tile
+  // become the next tile's rows above (-v .. -1), one contiguous copy (carry_repeats). The
+  // caller synchronises before (the write phase reads them) and after.
+  __device__ __forceinline__ void CarryRows(unsigned char* sm) const {
+    constexpr PackedRealignGeometry G = kG;
+    static_assert(G.carry_repeats(), "the packed layout must repeat every tile to carry rows");
+#pragma unroll
+    for (int i = Tid(); i < G.carry_bytes() / 16; i += NT)
+      *reinterpret_cast<uint4*>(sm + G.carry_to() + 16 * i) =
+          *reinterpret_cast<const uint4*>(sm + G.carry_from() + 16 * i);
+  }
+
+  // The tiles of walk group g of tile column tx (tile rows PackedWalkGroup(g, K, ntr)), in
+  // order: the first stages its rows above (where it has some), the others take them from the
+  // tile before (CarryRows); each next tile on this path is staged (cp.async) while the current
+  // one is written. Tiles off the packed path (the walk's last ones, near the end of the input
+  // buffer) take EdgeTile. Ends synchronised.
+  __device__ __forceinline__ void Walk(int64_t z, int64_t g, int64_t tx, int64_t ntr,
+                                       unsigned char* stage, unsigned char* sm) const {
+    const PackedWalk w = PackedWalkGroup(g, K, ntr);
+    const int64_t end = w.first + w.count;
+    int64_t ty = w.first;
+    Tile t = At(z, ty, tx);
+    bool packed = Packed(t), carried = false;
+    if (packed) {
+      StageTile(t, stage, ty > 0);
+      CpAsyncCommit();
+    }
+    // Not unrolled (a walk has at most K tiles: unrolled, the u8 kernels spilled 200-480 bytes
+    // and the 2-byte ones took 122-173 registers instead of 54-56).
+#pragma unroll 1
+    for (; ty < end && packed; ++ty) {
+      const bool above = ty > 0;
+      CpAsyncWait<0>();
+      __syncthreads();  // the staged tile, and the carried rows, are visible
+      PackTile(t, stage, sm, above && !carried);
+      __syncthreads();  // packed; the staging buffer is free
+      bool next_packed = false;
+      Tile next = t;
+      if (ty + 1 < ntr) {
+        next = At(z, ty + 1, tx);
+        next_packed = Packed(next);
+      }
+      const bool walk_on = ty + 1 < end && next_packed;
+      if (walk_on) {
+        StageTile(next, stage, false);
+        CpAsyncCommit();
+      }
+      WriteTile(t, sm, above);
+      // The next tile down writes this tile's last bytes (its window 0) only if it takes this
+      // path too (in this walk or another block's).
+      if (!next_packed) WriteTail(t, sm);
+      __syncthreads();  // the write phase has read the packed rows
+      if (walk_on) CarryRows(sm);
+      t = next;
+      packed = walk_on;
+      carried = walk_on;
+    }
+#pragma unroll 1
+    for (; ty < end; ++ty) {
+      if (ty > w.first) t = At(z, ty, tx);
+      EdgeTile(t, stage);
+      __syncthreads();
+    }
+  }
+
   // ---- Edge tile: predicated element copies global -> shared -> global (one barrier between
   // the halves; the caller synchronises before reusing the buffer).
   __device__ __forceinline__ void EdgeTile(const Tile& t, unsigned char* buf) const {
-    EdgeTileCopy<E, TR, TC, NT>(t, a, tid, buf,
+    EdgeTileCopy<E, TR, TC, NT>(t, a, Tid(), buf,
                                 [](int row, int byte) { return row * kEdgeRow + byte; });
   }
 };
@@ -258,17 +342,59 @@ __global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, RB, BR>::kM
   });
 }
 
+// Walking tiles: block (tile column x, walk group y, batch entry z), grid-stride on each, tile
+// columns fastest (the walk groups down first measured 1-6 points slower on 4097x3001 i8;
+// docs/design/kernel-family.md).
+template <int E, int TR, int RB, int BR, int K>
+__global__ void __launch_bounds__(32 * BR, PackedRealignAgent<E, TR, RB, BR>::kMinBlocks)
+    PackedRealignWalkKernel(Args a) {
+  using Agent = PackedRealignAgent<E, TR, RB, BR, K>;
+  constexpr int TC = Agent::TC;
+  unsigned char* sm_raw;
+  if constexpr (Agent::kG.dynamic_smem()) {
+    extern __shared__ __align__(16) unsigned char sm_dynamic[];
+    sm_raw = sm_dynamic;
+  } else {
+    __shared__ __align__(16) unsigned char sm_static[Agent::kSmemBytes];
+    sm_raw = sm_static;
+  }
+  unsigned char* const sm = sm_raw + Agent::kG.packed_at();
+  const Agent agent(a);
+  const int64_t ntr = (a.rows + TR - 1) / TR, ntc = (a.cols + TC - 1) / TC;
+  const int64_t groups = PackedWalkGroups(ntr, K);
+  for (int64_t z = blockIdx.z; z < a.batch; z += gridDim.z)
+    for (int64_t g = blockIdx.y; g < groups; g += gridDim.y)
+      for (int64_t tx = blockIdx.x; tx < ntc; tx += gridDim.x)
+        agent.Walk(z, g, tx, ntr, sm_raw, sm);
+}
+
+template <int E, int TR, int RB, int BR, int K>
+inline auto PackedRealignKernelOf() {
+  if constexpr (K == 0) {
+    return &PackedRealignKernel<E, TR, RB, BR>;
+  } else {
+    return &PackedRealignWalkKernel<E, TR, RB, BR, K>;
+  }
+}
+
 // Devices whose function attributes LaunchPackedRealign tracks (cudaGetDevice below this).
 inline constexpr int kMaxAttributeDevices = 64;
 
-template <int E, int TR, int RB, int BR>
+// K = 0: one tile per block step (PackedRealignKernel); K >= 2: walks of K tiles
+// (PackedRealignWalkKernel).
+template <int E, int TR, int RB, int BR, int K = 0>
 Status LaunchPackedRealign(const Problem& p, const void* in, void* out, cudaStream_t s,
                            const LaunchOptions&) {
   using Agent = PackedRealignAgent<E, TR, RB, BR>;
   constexpr int TC = Agent::TC;
   constexpr bool kDynamic = Agent::kG.dynamic_smem();
+  void (*const kernel)(Args) = PackedRealignKernelOf<E, TR, RB, BR, K>();
   const Args a = MakeArgs(p, in, out);
-  const dim3 grid = TileWalkGrid<E, TR, TC>(p);
+  const int64_t ntr = (p.rows + TR - 1) / TR, ntc = (p.cols + TC - 1) / TC;
+  const dim3 grid =
+      K == 0 ? TileWalkGrid<E, TR, TC>(p)
+             : dim3(CapGrid(ntc, INT_MAX), CapGrid(PackedWalkGroups(ntr, K > 0 ? K : 1), 65535),
+                    CapGrid(p.batch, 65535));
   // The largest shared-memory carveout, so that as many blocks fit as registers allow (a failure
   // only costs occupancy), and the opt-in to more than 48 KiB of dynamic shared memory where the
   // tile needs it (a failure there fails the launch). Function attributes belong to a device's
@@ -283,13 +409,11 @@ Status LaunchPackedRealign(const Problem& p, const void* in, void* out, cudaStre
   }
   int st = state[device].load(std::memory_order_acquire);
   if (st == 0) {
-    cudaFuncSetAttribute(PackedRealignKernel<E, TR, RB, BR>,
-                         cudaFuncAttributePreferredSharedMemoryCarveout,
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                          cudaSharedmemCarveoutMaxShared);
     cudaGetLastError();
     const cudaError_t optin =
-        kDynamic ? cudaFuncSetAttribute(PackedRealignKernel<E, TR, RB, BR>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+        kDynamic ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         Agent::kSmemBytes)
                  : cudaSuccess;
     cudaGetLastError();
@@ -301,7 +425,7 @@ Status LaunchPackedRealign(const Problem& p, const void* in, void* out, cudaStre
                             std::to_string(Agent::kSmemBytes) + " bytes of shared memory: " +
                             cudaGetErrorString(static_cast<cudaError_t>(st - 1)));
   }
-  PackedRealignKernel<E, TR, RB, BR><<<grid, 32 * BR, kDynamic ? Agent::kSmemBytes : 0, s>>>(a);
+  kernel<<<grid, 32 * BR, kDynamic ? Agent::kSmemBytes : 0, s>>>(a);
   return Launched();
 }
 

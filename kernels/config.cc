@@ -53,7 +53,7 @@ const std::map<std::string, int64_t>& ParamKeys() {
 }
 
 // The members whose Params() agree with every key of `params`. A map that leaves keys out (one
-// stored before the key existed: "realign" and "async" came later) names the member whose
+// stored before the key existed: "realign", "async" and "walk" came later) names the member whose
 // left-out parameters are all 0 where several agree on the given ones.
 std::vector<const TransposeConfig*> MatchParams(const std::map<std::string, int64_t>& params) {
   const Members& m = GetMembers();
@@ -127,6 +127,7 @@ std::string TransposeConfig::Name() const {
       if (realign) n += realign == 1 ? std::string(".realign") : ".realign" + std::to_string(realign);
       n += swizzle ? std::string(".swz") : ".pad" + std::to_string(pad);
       if (async) n += ".async" + std::to_string(async);
+      if (walk) n += ".walk" + std::to_string(walk);
       return n;
     }
   }
@@ -142,7 +143,8 @@ std::map<std::string, int64_t> TransposeConfig::Params() const {
           {"pad", pad},
           {"swizzle", swizzle},
           {"realign", realign},
-          {"async", async}};
+          {"async", async},
+          {"walk", walk}};
 }
 
 StatusOr<TransposeConfig> TransposeConfig::FromName(std::string_view name) {
@@ -173,8 +175,9 @@ StatusOr<TransposeConfig> TransposeConfig::FromParams(
 
 bool TransposeConfig::operator==(const TransposeConfig& o) const {
   return std::tie(algorithm, tile_rows, tile_cols, block_rows, vec_bytes, pad, swizzle, realign,
-                  async) == std::tie(o.algorithm, o.tile_rows, o.tile_cols, o.block_rows,
-                                     o.vec_bytes, o.pad, o.swizzle, o.realign, o.async);
+                  async, walk) == std::tie(o.algorithm, o.tile_rows, o.tile_cols, o.block_rows,
+                                           o.vec_bytes, o.pad, o.swizzle, o.realign, o.async,
+                                           o.walk);
 }
 
 const std::vector<TransposeConfig>& FamilyConfigs(int elem_size) {

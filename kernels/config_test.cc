@@ -33,7 +33,7 @@ TEST(TransposeConfig, EveryFamilyMemberRoundTripsThroughNameAndParams) {
       auto by_params = TransposeConfig::FromParams(c.Params());
       ASSERT_TRUE(by_params.ok()) << name << ": " << by_params.status().ToString();
       EXPECT_EQ(*by_params, c) << name;
-      EXPECT_EQ(c.Params().size(), 9u);
+      EXPECT_EQ(c.Params().size(), 10u);
       EXPECT_EQ(name.find("fast"), std::string::npos);
     }
   }

@@ -242,6 +242,14 @@ __device__ __forceinline__ void StoreWindowRange(unsigned char* base, const uint
   }
 }
 
+// threadIdx.x through a volatile read, which the compiler cannot hoist out of a loop (so that
+// values computed from it are not kept live across the loop's iterations).
+__device__ __forceinline__ int ThreadIndexX() {
+  int x;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(x));
+  return x;
+}
+
 // ---- cp.async: 16-byte global -> shared copies that bypass registers (sm_80+).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));

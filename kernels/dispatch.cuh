@@ -52,7 +52,7 @@ void AddRow(std::vector<Entry>& t) {
       constexpr TilePolicy T = P.tile;
       if constexpr (T.realign == 2) {
         t.push_back({P.Config(),
-                     &LaunchPackedRealign<E, T.tile_rows, T.tile_cols * E, T.block_rows>});
+                     &LaunchPackedRealign<E, T.tile_rows, T.tile_cols * E, T.block_rows, T.walk>});
       } else if constexpr (T.stages > 1) {
         t.push_back({P.Config(),
                      &LaunchTileAsync<E, T.tile_rows, T.tile_cols, T.block_rows, T.stages>});

@@ -193,6 +193,19 @@ TEST(KernelsGpu, PackedRealignTilesManyTiles) {
             [](const TransposeConfig& c) { return c.realign == 2; });
 }
 
+// Walking packed tiles (walk K): walks of K tiles down tall tile columns, the last walk of a
+// column shorter, rows above carried from tile to tile and staged only at each walk's first
+// tile, walks that end on the element path near the end of the input buffer, batch entries and
+// odd leading dimensions on both sides.
+TEST(KernelsGpu, PackedRealignWalksCarryRowsDownManyTiles) {
+  RunShapes({{2100, 300, 2, 0, 0},
+             {1111, 520, 3, 1117, 1113},
+             {4500, 130, 1, 4501, 4503},
+             {1030, 777, 1, 0, 0},
+             {600, 1100, 2, 1103, 605}},
+            [](const TransposeConfig& c) { return c.walk != 0; });
+}
+
 // The vendor members must be present on the GPU machines we measure on (the image has cuBLAS);
 // AllConfigs* check them on random bit patterns (value-exactly: NaN payloads may change).
 TEST(KernelsGpu, CublasGeamIsAvailable) {

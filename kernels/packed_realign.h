@@ -105,6 +105,18 @@ struct PackedRealignGeometry {
     return nullptr;
   }
 
+  // Walking tiles (TransposeConfig::walk): the next tile's rows above are this tile's packed rows
+  // tr - v .. tr - 1, carried by one copy of v * rb contiguous bytes down by tr rows; that holds
+  // where the swizzle f(r) of PackedRealignGeometry::Offset repeats every tr rows.
+  constexpr bool carry_repeats() const {
+    return e > 0 && ((8 / warp_lanes()) * (tr / v()) + tr) % 8 == 0;
+  }
+  constexpr int carry_bytes() const { return v() * rb; }
+  // Byte offset, from packed row 0, where the carried rows start (row tr - v) and where they go
+  // (row -v).
+  constexpr int carry_from() const { return (tr - v()) * rb; }
+  constexpr int carry_to() const { return -v() * rb; }
+
   // Column (element index in the tile row) held by byte slot b of shared word q.
   TR_HD constexpr int ColumnOf(int q, int b) const {
     return (q / period()) * period() * w() + q % period() + period() * b;
@@ -188,5 +200,19 @@ TR_HD constexpr WindowBytes PackedWindowBytes(int lane, int p, bool above, int n
 TR_HD constexpr int PackedTailHi(int p, int tr, int nr, int e) {
   const int end = nr * e - (tr * e - p);
   return end < p ? end : p;
+}
+
+// ---- The walk of the walking packed tiles (TransposeConfig::walk k): the tile rows of one tile
+// column come in groups of k; walk group g takes tile rows first .. first + count - 1 in order
+// (the last group of a matrix may be shorter), one block per (group, tile column) per step of
+// the grid-stride walk.
+struct PackedWalk {
+  int64_t first = 0, count = 0;
+};
+TR_HD constexpr int64_t PackedWalkGroups(int64_t ntr, int k) { return (ntr + k - 1) / k; }
+TR_HD constexpr PackedWalk PackedWalkGroup(int64_t g, int k, int64_t ntr) {
+  const int64_t first = g * k;
+  const int64_t left = ntr - first;
+  return {first, left < k ? (left > 0 ? left : 0) : k};
 }
 }  // namespace transposed::kernels

@@ -266,4 +266,55 @@ TEST(PackedRealign, WiderAndTallerTilesStageFewerBytesPerTileByte) {
 }
 
 }  // namespace
+// Walking tiles (TransposeConfig::walk): every walking row's layout repeats every tile, so that
+// the packed rows tr - v .. tr - 1 copied as one block of v * rb bytes land where the next tile's
+// rows above -v .. -1 are (word by word, swizzle included); and the walk groups take every tile
+// row of a tile column once, in order.
+TEST(PackedRealign, WalkingTilesCarryTheRowsAboveAndTakeEveryTileRowOnce) {
+  int walking = 0;
+  for (const Policy& row : kFamily) {
+    if (row.algorithm != Algorithm::kTile || row.tile.walk == 0) continue;
+    ++walking;
+    const PackedRealignGeometry g = row.tile.Packed();
+    const std::string name = row.Config().Name() + " e=" + std::to_string(row.elem);
+    ASSERT_EQ(row.tile.realign, 2) << name;
+    ASSERT_TRUE(g.carry_repeats()) << name;
+    ASSERT_EQ(g.carry_to() + g.carry_bytes(), 0) << name;
+    ASSERT_EQ(g.carry_from() + g.carry_bytes(), g.tr * g.rb) << name;
+    ASSERT_EQ(g.carry_bytes() % 16, 0) << name;
+    for (int r = g.tr - g.v(); r < g.tr; ++r)
+      for (int q = 0; q < g.words(); ++q)
+        ASSERT_EQ(g.Offset(r - g.tr, q) - g.carry_to(), g.Offset(r, q) - g.carry_from())
+            << name << " r=" << r << " q=" << q;
+  }
+  EXPECT_GE(walking, 2);
+  // A layout whose swizzle does not repeat every tile (a tile of 3 window rows) cannot carry.
+  PackedRealignGeometry odd = PackedRealignGeometry::Make(1, 48, 4);
+  EXPECT_FALSE(odd.carry_repeats());
+  TilePolicy bad{1, 128, 128, 4, 16, Swizzle(), 0, 1, 4};  // a walk without realign 2
+  EXPECT_NE(bad.Invalid(), nullptr);
+  bad = TilePolicy{1, 128, 128, 4, 16, Swizzle(), 2, 1, 1};  // a walk of one tile
+  EXPECT_NE(bad.Invalid(), nullptr);
+  bad = TilePolicy{1, 128, 128, 4, 16, Swizzle(), 2, 1, 4};
+  EXPECT_EQ(bad.Invalid(), nullptr);
+
+  for (int k : {2, 4, 8})
+    for (int64_t ntr = 1; ntr <= 40; ++ntr) {
+      std::vector<int> seen(ntr, 0);
+      int64_t next = 0;
+      const int64_t groups = PackedWalkGroups(ntr, k);
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        const PackedWalk w = PackedWalkGroup(gi, k, ntr);
+        ASSERT_EQ(w.first, next) << k << " " << ntr;
+        ASSERT_GE(w.count, 1);
+        ASSERT_LE(w.count, k);
+        for (int64_t t = w.first; t < w.first + w.count; ++t) ++seen[t];
+        next = w.first + w.count;
+      }
+      ASSERT_EQ(next, ntr);
+      for (int x : seen) ASSERT_EQ(x, 1);
+      EXPECT_EQ(PackedWalkGroup(groups, k, ntr).count, 0);
+    }
+}
+
 }  // namespace transposed::kernels

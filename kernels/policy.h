@@ -18,9 +18,10 @@
 // The rows, in groups per element size: the textbook reference points (naive, tile32x32.rows8
 // .pad0/.pad1); 16-byte vector tiles (padded or swizzled); element-size tiles of 512 threads for
 // odd sizes; shifted-row realigning tiles (4- and 8-byte elements, offered only where a row is
-// misaligned); packed realigning tiles (1- and 2-byte elements, misaligned rows); persistent
-// cp.async tiles (async2); skinny tiles (one side <= 256); the copy (same layout); cuBLAS geam and
-// cuTENSOR's permutation (dlopen'd, where present). Why each row exists, with the measurements:
+// misaligned); packed realigning tiles (1- and 2-byte elements, misaligned rows; one tile per
+// block, or walking a few down a tile column); persistent cp.async tiles (async2); skinny tiles
+// (one side <= 256); the copy (same layout); cuBLAS geam and cuTENSOR's permutation (dlopen'd,
+// where present). Why each row exists, with the measurements:
 // docs/design/kernel-family.md. A row leaving the table moves to kernels/family_retired.h.
 //
 // Pure constexpr C++ (no CUDA headers): compiled by config.cc on machines without CUDA. Constant
@@ -61,6 +62,7 @@ struct TilePolicy {
   SmemLayout smem;
   int realign = 0;
   int stages = 1;
+  int walk = 0;  // realign 2 only: tiles a block walks down a tile column (0: one per step)
 
   constexpr bool swizzled() const { return smem.kind == Smem::kSwizzle; }
   constexpr TileGeometry Geometry() const {
@@ -75,6 +77,10 @@ struct TilePolicy {
     const TileGeometry g = Geometry();
     if (const char* why = g.Invalid()) return why;
     if (realign != 0 && stages != 1) return "realign tiles are synchronous";
+    if (walk != 0 && (realign != 2 || walk < 2 || walk > 16))
+      return "walks of 2 to 16 tiles are for packed realign tiles";
+    if (walk != 0 && !Packed().carry_repeats())
+      return "walking tiles need a packed layout that repeats every tile (carried rows)";
     if (realign == 2) {
       if (vec_bytes != 16 || !swizzled() || (tile_cols * elem != 128 && tile_cols * elem != 256))
         return "packed realign tiles are 128- or 256-byte swizzled rows of 16-byte windows";
@@ -111,6 +117,7 @@ struct Policy {
     TransposeConfig c;
     c.algorithm = algorithm;
     c.tile_rows = c.tile_cols = c.vec_bytes = c.pad = c.swizzle = c.realign = c.async = 0;
+    c.walk = 0;
     c.block_rows = 0;
     switch (algorithm) {
       case Algorithm::kNaive:
@@ -125,6 +132,7 @@ struct Policy {
         c.swizzle = tile.swizzled() ? 1 : 0;
         c.realign = tile.realign;
         c.async = tile.stages > 1 ? tile.stages : 0;
+        c.walk = tile.walk;
         break;
       case Algorithm::kSkinny:
         c.tile_rows = skinny.len;
@@ -185,6 +193,11 @@ constexpr Policy Realign(int e, int rows, int cols, int block_rows, SmemLayout s
 // of any alignment).
 constexpr Policy PackedRealign(int e, int rows, int block_rows, int row_bytes = 128) {
   return TileRow(TilePolicy{e, rows, row_bytes / e, block_rows, 16, Swizzle(), 2, 1});
+}
+// Packed realigning tile walking `walk` tiles down a tile column per block (the rows above carried
+// from tile to tile, the next tile staged while the current one is written).
+constexpr Policy PackedRealignWalk(int e, int rows, int block_rows, int walk, int row_bytes = 128) {
+  return TileRow(TilePolicy{e, rows, row_bytes / e, block_rows, 16, Swizzle(), 2, 1, walk});
 }
 // Persistent swizzled 16-byte tile with `stages` cp.async buffers.
 constexpr Policy Async(int e, int rows, int cols, int block_rows, int stages) {
@@ -260,6 +273,8 @@ inline constexpr Policy kFamily[] = {
     PackedRealign(1, 256, 16),
     PackedRealign(1, 128, 4),
     PackedRealign(1, 64, 4),
+    PackedRealignWalk(1, 64, 4, 2),
+    PackedRealignWalk(1, 128, 8, 4),
     Async(1, 128, 128, 4, 2),
     Async(1, 128, 128, 8, 2),
     Skinny(1, 512, 8),
@@ -299,6 +314,7 @@ inline constexpr Policy kFamily[] = {
     PackedRealign(2, 64, 4),
     PackedRealign(2, 128, 16, 256),
     PackedRealign(2, 256, 16),
+    PackedRealignWalk(2, 64, 4, 2),
     Async(2, 128, 64, 4, 2),
     Async(2, 128, 64, 8, 2),
     Skinny(2, 256, 8),

@@ -146,6 +146,29 @@ TEST(AnswerNow, HeuristicOnSmallPackedGrids) {
   EXPECT_EQ(pick(P(2048, 1024, DType::kU8)), "tile64x128.rows8.vec16.pad4");
 }
 
+// The walking packed tiles (walk K) are candidates but never the first guess: on the H200 they
+// won 4097x3001 i8 (0.87 of theirs for the padded tile), 4099x4097 u8 and 7329x819 bf16, and
+// lost 1-89 points on 25 other odd 1- and 2-byte problems of 1-16 MiB and 9-35 on larger ones
+// (docs/design/kernel-family.md), so no rule picks them yet.
+TEST(AnswerNow, HeuristicNeverOpensWithAWalkingTile) {
+  const auto walk = [](const Candidate& c) {
+    const auto it = c.params.find("walk");
+    return it == c.params.end() ? int64_t{0} : it->second;
+  };
+  int walking = 0;
+  for (const Problem& p :
+       {P(4097, 3001, DType::kI8), P(4099, 4097, DType::kU8), P(7329, 819, DType::kBF16),
+        P(8193, 6001, DType::kU8), P(4097, 3001, DType::kBF16), P(9261, 53861, DType::kU8),
+        P(409, 629, DType::kBF16, 1418)}) {
+    const std::vector<Candidate> valid = CudaCandidates(p);
+    walking += static_cast<int>(std::count_if(valid.begin(), valid.end(),
+                                              [&](const Candidate& c) { return walk(c) != 0; }));
+    const Candidate pick = HeuristicCandidate(p, valid);
+    EXPECT_EQ(walk(pick), 0) << p.ToString() << ": " << pick.name;
+  }
+  EXPECT_GE(walking, 7);  // offered on every one of them
+}
+
 // The first answer's misses through a real daemon (python/bench/first_answer_gpu.sh, seed 26, H100
 // and H200, driver 580.159.04) and answer_eval's worst skinny cases: where the skinny tile lost
 // to a tile, or a shorter skinny tile won.

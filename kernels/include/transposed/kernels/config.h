@@ -102,6 +102,11 @@ struct TransposeConfig {
   // global -> shared) before it stores the current one. 0: one tile at a time with
   // register-staged loads.
   int async = 0;
+  // K > 0 (".walk<K>", packed realigning tiles only): a block walks K tiles down one tile column
+  // instead of one tile, carrying the packed rows at the bottom of each tile into the next as its
+  // rows above (read once instead of re-staged by every tile) and staging the next tile while it
+  // writes the current one. 0: one tile per block step.
+  int walk = 0;
 
   int threads() const { return 32 * block_rows; }
   // True for members that run a vendor library (cuBLAS) rather than our kernels.
@@ -117,17 +122,18 @@ struct TransposeConfig {
 
   // Stable name from the parameters: "naive", "tile32x32.rows8.pad1",
   // "tile64x64.rows8.vec16.swz", "tile64x64.rows8.vec16.realign.swz",
-  // "tile64x64.rows4.vec16.swz.async2", "skinny.l512.rows8", "cublas.geam", "cutensor.permute".
+  // "tile64x64.rows4.vec16.swz.async2", "tile128x128.rows4.vec16.realign2.swz.walk4",
+  // "skinny.l512.rows8", "cublas.geam", "cutensor.permute".
   std::string Name() const;
   // Every field: algorithm (0 naive, 1 tile, 2 skinny, 3 cublas.geam,
   // 4 cutensor.permute), tile_rows, tile_cols, block_rows,
-  // vec_bytes, pad, swizzle, realign, async.
+  // vec_bytes, pad, swizzle, realign, async, walk.
   std::map<std::string, int64_t> Params() const;
   // The member (of the family table, or a retired row) whose Name() is `name`: a lookup, not a
   // parser (transposed/kernels/family.h). INVALID_ARGUMENT naming the name when no row prints it.
   static StatusOr<TransposeConfig> FromName(std::string_view name);
   // The member whose Params() agree with `params` ("algorithm" required); a map without keys
-  // added later (realign, async) names the member whose left-out keys are 0. Unknown keys, or
+  // added later (realign, async, walk) names the member whose left-out keys are 0. Unknown keys, or
   // values no member has, or several members, are INVALID_ARGUMENT.
   static StatusOr<TransposeConfig> FromParams(const std::map<std::string, int64_t>& params);
 
