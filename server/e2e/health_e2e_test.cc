@@ -107,7 +107,7 @@ TEST(HealthE2ETest, FlagsExactlyTheSlowDevice) {
   for (const auto& [key, value] : samples) {
     if (key.rfind("transposed_device_slow{", 0) != 0) continue;
     ++series;
-    const bool is_slow = key.find("device=\"" + std::to_string(kSlow) + "\"") != std::string::npos;
+    const bool is_slow = key.find("gpu=\"" + std::to_string(kSlow) + "\"") != std::string::npos;
     EXPECT_EQ(value, is_slow ? 1 : 0) << key;
   }
   EXPECT_EQ(series, kDevices);
